@@ -1,0 +1,133 @@
+// Per-element verdicts and the measurements reports render.
+#include "check/judge.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/inputs.hpp"
+#include "reference/enclosure.hpp"
+
+namespace kv {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double half_width(double lo, double hi) { return (hi - lo) * 0.5; }
+}  // namespace
+
+std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosure& enc, DType out) {
+  std::vector<int64_t> miss;
+  for (size_t i = 0; i < ref.v.size(); ++i) {
+    if (enc.unverifiable[i] || std::isnan(ref.v[i])) continue;
+    double scale = std::max(half_width(enc.lo[i], enc.hi[i]), ulp(out, ref.v[i]) * 0.5);
+    if (!(ref.err[i] <= kRefTargetFraction * scale)) miss.push_back(static_cast<int64_t>(i));
+  }
+  return miss;
+}
+
+TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, bool check_padding) {
+  TensorVerdict tv;
+  tv.name = out.desc.name;
+  const DType dt = out.desc.dtype;
+  const int64_t n = out.desc.numel();
+  tv.n = n;
+  if (static_cast<int64_t>(ref.v.size()) != n || static_cast<int64_t>(enc.lo.size()) != n)
+    throw HarnessError("reference for " + tv.name + " has " + std::to_string(ref.v.size()) + " elements, output " +
+                       std::to_string(n));
+  std::vector<float> ratios;
+  ratios.reserve(static_cast<size_t>(n));
+  const uint32_t poison = poison_bits(dt);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = out.bits(i);
+    const double o = decode(dt, bits), v = ref.v[i], e = ref.err[i];
+    const double lo_w = enc_detail::down(enc.lo[i] - e), hi_w = enc_detail::up(enc.hi[i] + e);
+    if (!std::isnan(v) && !(lo_w <= v && v <= hi_w))
+      throw HarnessError("reference value of " + tv.name + "[" + std::to_string(i) + "] = " + std::to_string(v) +
+                         " lies outside its own enclosure [" + std::to_string(lo_w) + ", " + std::to_string(hi_w) + "]");
+    const double a_lo = round_to(dt, lo_w), a_hi = round_to(dt, hi_w);
+    bool ok;
+    if (bits == poison) {
+      ++tv.n_unwritten;
+      ok = false;
+    } else if (std::isnan(v)) {
+      ok = std::isnan(o);
+      if (!ok) ++tv.n_nan_mismatch;
+    } else if (std::isnan(o)) {
+      ++tv.n_nan_mismatch;
+      ok = false;
+    } else {
+      ok = a_lo <= o && o <= a_hi;  // NaN bounds make this false
+    }
+    double dist = (o == v || (std::isnan(o) && std::isnan(v))) ? 0.0 : std::fabs(o - v);
+    if (std::isnan(dist)) dist = kInf;
+    double hw = std::max(a_hi - v, v - a_lo);
+    double ratio = dist == 0 ? 0.0 : (hw > 0 ? dist / hw : kInf);
+    if (std::isnan(ratio)) ratio = kInf;
+    double ulps = dist == 0 ? 0.0 : dist / ulp(dt, std::isfinite(v) ? v : max_finite(dt));
+    if (!std::isnan(v) && bits != encode(dt, round_to(dt, v))) ++tv.n_diff_rn;
+    if (enc.unverifiable[i]) {
+      ++tv.n_unverifiable;
+      if (!ok && (bits == poison || std::isnan(o))) ++tv.n_fail;  // NaN and unwritten fail even here
+    } else if (!ok) {
+      ++tv.n_fail;
+      if (tv.first_fail_index < 0) tv.first_fail_index = i;
+    }
+    ratios.push_back(static_cast<float>(ratio));
+    if (tv.worst_index < 0 || ratio > tv.max_ratio) {
+      tv.max_ratio = ratio;
+      tv.worst_index = i;
+      tv.worst_out = o, tv.worst_v = v, tv.worst_lo = a_lo, tv.worst_hi = a_hi, tv.worst_ref_err = e;
+      tv.worst_half_width = half_width(enc.lo[i], enc.hi[i]);
+    }
+    tv.max_ulps = std::max(tv.max_ulps, ulps);
+  }
+  if (!ratios.empty()) {
+    size_t k = static_cast<size_t>(0.99 * static_cast<double>(ratios.size() - 1));
+    std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(k), ratios.end());
+    tv.p99_ratio = ratios[k];
+  }
+  if (tv.worst_index >= 0) unravel(tv.worst_index, out.desc.shape, tv.worst_coords);
+  if (check_padding) {
+    // Storage the view does not cover must still hold the poison.
+    int64_t total = out.desc.storage_elems();
+    std::vector<uint8_t> covered(static_cast<size_t>(total), 0);
+    for (int64_t i = 0; i < n; ++i) covered[static_cast<size_t>(out.storage_index(i))] = 1;
+    TensorView raw{TensorDesc{out.desc.name, dt, {total}, {}, 0}, out.base};
+    for (int64_t s = 0; s < total; ++s)
+      if (!covered[s] && raw.bits(s) != poison) ++tv.n_padding_written;
+  }
+  tv.digest = digest(out);
+  bool failed = tv.n_fail > 0 || tv.n_padding_written > 0;
+  tv.verdict = failed ? "fail" : (tv.n_unverifiable > 0 ? "unverifiable" : "pass");
+  return tv;
+}
+
+nlohmann::json TensorVerdict::to_json() const {
+  auto num = [](double x) -> nlohmann::json {
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    return x;
+  };
+  return {{"verdict", verdict},
+          {"n", n},
+          {"n_fail", n_fail},
+          {"n_unverifiable", n_unverifiable},
+          {"n_nan_mismatch", n_nan_mismatch},
+          {"n_unwritten", n_unwritten},
+          {"n_padding_written", n_padding_written},
+          {"n_diff_rn", n_diff_rn},
+          {"max_ratio", num(max_ratio)},
+          {"p99_ratio", num(p99_ratio)},
+          {"max_ulps", num(max_ulps)},
+          {"worst_index", worst_index},
+          {"worst_coords", worst_coords},
+          {"first_fail_index", first_fail_index},
+          {"bound", {{"out", num(worst_out)}, {"v", num(worst_v)}, {"admissible_lo", num(worst_lo)},
+                     {"admissible_hi", num(worst_hi)}, {"ref_err", num(worst_ref_err)},
+                     {"contract_half_width", num(worst_half_width)}}},
+          {"digest", digest.to_json()}};
+}
+
+}  // namespace kv

@@ -1,0 +1,40 @@
+// Judging one output tensor against its reference and enclosure: a verdict with
+// measurements (never a bare boolean), written so NaN fails and an exact 0 <= 0 passes.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/digest.hpp"
+#include "core/registry.hpp"
+#include "core/tensor.hpp"
+
+namespace kv {
+
+/// Reference error target: at most 2^-16 of the enclosure's half-width (or of half an
+/// output ulp where the enclosure is narrower), per element.
+inline constexpr double kRefTargetFraction = 0x1p-16;
+
+struct TensorVerdict {
+  std::string name;
+  std::string verdict;  // pass | fail | unverifiable
+  int64_t n = 0;
+  int64_t n_fail = 0, n_unverifiable = 0, n_nan_mismatch = 0, n_unwritten = 0, n_padding_written = 0;
+  int64_t n_diff_rn = 0;  // elements whose bits differ from RN(v)
+  double max_ratio = 0, p99_ratio = 0, max_ulps = 0;
+  int64_t worst_index = -1, first_fail_index = -1;
+  std::vector<int64_t> worst_coords;
+  // The bound at the worst element, split into its terms.
+  double worst_out = 0, worst_v = 0, worst_lo = 0, worst_hi = 0, worst_ref_err = 0, worst_half_width = 0;
+  Digest digest;
+  nlohmann::json to_json() const;
+};
+
+/// Elements whose reference error misses the target under this enclosure.
+std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosure& enc, DType out);
+
+/// Throws HarnessError when the reference value lies outside its own enclosure.
+TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, bool check_padding);
+
+}  // namespace kv

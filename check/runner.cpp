@@ -1,0 +1,272 @@
+// One case, start to finish, in this process.
+#include "check/runner.hpp"
+
+#include <chrono>
+#include <fstream>
+#include <new>
+#include <sstream>
+
+#include "check/judge.hpp"
+#include "core/digest.hpp"
+#include "core/error.hpp"
+#include "kv_build_info.hpp"
+
+namespace kv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int64_t mem_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return int64_t(1) << 40;
+}
+
+std::string gib(double bytes) {
+  std::ostringstream o;
+  o.precision(3);
+  o << bytes / (1024.0 * 1024.0 * 1024.0) << " GiB";
+  return o.str();
+}
+
+}  // namespace
+
+std::shared_ptr<RefResult> RefCache::get(uint64_t id) const {
+  for (auto& [k, v] : entries_)
+    if (k == id) {
+      ++hits_;
+      return v;
+    }
+  return nullptr;
+}
+
+void RefCache::put(uint64_t id, std::shared_ptr<RefResult> r) {
+  if (entries_.size() >= max_) entries_.erase(entries_.begin());
+  entries_.emplace_back(id, std::move(r));
+}
+
+nlohmann::json build_info() {
+  return {{"commit", KV_GIT_COMMIT}, {"dirty", KV_GIT_DIRTY != 0}, {"compiler", KV_COMPILER}, {"flags", KV_CXX_FLAGS}};
+}
+
+nlohmann::json result_skeleton(const Case& c, const RunEnv& env) {
+  nlohmann::json dt = nlohmann::json::object();
+  for (auto& [k, v] : c.dtypes) dt[k] = dtype_name(v);
+  auto x = c.dtypes.find("x");
+  return {{"schema", kResultSchemaVersion},
+          {"run_id", env.run_id},
+          {"case", c.str()},
+          {"case_id", hex64(c.case_id())},
+          {"input_id", hex64(c.input_id())},
+          {"op", c.op},
+          {"impl", c.impl},
+          {"config", c.config},
+          {"dtype", x != c.dtypes.end() ? std::string(dtype_name(x->second)) : std::string()},
+          {"dtypes", dt},
+          {"shape", c.shape},
+          {"attrs", c.attrs},
+          {"dist", c.dist},
+          {"seed", c.seed},
+          {"device_name", env.device.name},
+          {"device", env.device.to_json()},
+          {"build", build_info()}};
+}
+
+nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string& reason) {
+  auto j = result_skeleton(c, env);
+  j["verdict"] = "error";
+  j["reason"] = reason;
+  return j;
+}
+
+namespace {
+
+nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache) {
+  auto t_total = Clock::now();
+  const Registry& reg = registry();
+  const OpBinding& op = reg.op(c.op);
+  const Impl& impl = reg.impl(c.op, c.impl);
+  nlohmann::json j = result_skeleton(c, env);
+  j["impl_version"] = impl.version();
+  if (impl.device() != env.device.kind) {
+    j["verdict"] = "skip";
+    j["reason"] = "impl " + impl.name() + " runs on " + impl.device() + ", this run's device is " + env.device.kind;
+    return j;
+  }
+  const DeviceProfile& prof = env.device.profile;
+  if (auto why = impl.invalid_reason(c, prof)) {
+    j["verdict"] = "skip";
+    j["reason"] = "invalid config for this device: " + *why;
+    return j;
+  }
+  Contract k = impl.contract(c, prof);
+  j["contract"] = k.to_json();
+
+  // Memory: storage plus the reference's per-element value, bound and enclosure.
+  auto specs = op.tensors(c);
+  double need = 0;
+  for (auto& s : specs) {
+    TensorDesc d{s.name, s.dtype, s.shape, {}, 0};
+    if (auto it = c.layout.find(s.name); it != c.layout.end()) d.strides = it->second.strides, d.offset = it->second.offset;
+    double elems = static_cast<double>(d.storage_elems());
+    need += elems * static_cast<double>(dtype_size(s.dtype)) + static_cast<double>(d.numel()) * 8.0;
+    if (s.role == Role::output) need += static_cast<double>(d.numel()) * 48.0;
+  }
+  double avail = static_cast<double>(mem_available_bytes());
+  if (need > 0.8 * avail)
+    throw UsageError("shape " + shape_str(c.shape) + " does not fit in host memory: the case needs about " + gib(need) +
+                     ", " + gib(avail) + " available");
+
+  // Allocate: every buffer poisoned, canaries on both sides.
+  auto t0 = Clock::now();
+  TensorSet ts;
+  for (auto& s : specs) {
+    TensorSlot slot;
+    slot.desc = TensorDesc{s.name, s.dtype, s.shape, {}, 0};
+    slot.role = s.role;
+    if (auto it = c.layout.find(s.name); it != c.layout.end()) {
+      slot.desc.strides = it->second.strides;
+      slot.desc.offset = it->second.offset;
+    }
+    if (auto it = c.alias.find(s.name); it != c.alias.end()) {
+      const TensorSlot& in = ts.at(it->second);
+      slot.alias_of = it->second;
+      slot.desc.strides = in.desc.strides;
+      slot.desc.offset = in.desc.offset;
+      slot.buffer = in.buffer;
+    } else {
+      slot.buffer = std::make_shared<Buffer>(static_cast<size_t>(slot.desc.storage_elems()) * dtype_size(s.dtype));
+      slot.buffer->poison(s.dtype);
+    }
+    ts.slots.push_back(std::move(slot));
+  }
+  op.generate(c, ts);
+  nlohmann::json inputs = nlohmann::json::object();
+  std::map<std::string, uint64_t> raw_before;
+  for (auto& s : ts.slots) {
+    if (s.role != Role::input) continue;
+    inputs[s.desc.name] = digest(s.view()).to_json();
+    raw_before[s.desc.name] = raw_digest(s.buffer->payload(), s.buffer->payload_bytes());
+  }
+  j["inputs"] = inputs;
+  double t_generate = since(t0);
+
+  // Reference once per input identity; enclosure under this contract.
+  t0 = Clock::now();
+  const uint64_t iid = c.input_id();
+  auto ref = cache.get(iid);
+  bool cached = ref != nullptr;
+  if (!ref) {
+    ref = std::make_shared<RefResult>(op.reference(c, ts));
+    cache.put(iid, ref);
+  }
+  double t_reference = since(t0);
+  t0 = Clock::now();
+  auto encs = op.enclose(c, ts, k);
+  auto out_dtype = [&](const std::string& n) { return ts.at(n).desc.dtype; };
+  std::map<std::string, std::vector<int64_t>> misses;
+  for (auto& e : encs) {
+    auto m = ref_target_misses(ref->at(e.name), e, out_dtype(e.name));
+    if (!m.empty()) misses[e.name] = std::move(m);
+  }
+  int64_t refined = 0, insufficient = 0;
+  if (!misses.empty()) {
+    for (auto& [n, m] : misses) refined += static_cast<int64_t>(m.size());
+    op.refine(c, ts, *ref, misses);
+    for (auto& e : encs) {
+      for (int64_t i : ref_target_misses(ref->at(e.name), e, out_dtype(e.name))) {
+        e.unverifiable[i] = 1;  // the reference cannot decide this element: never a pass
+        ++insufficient;
+      }
+    }
+  }
+  double t_enclose = since(t0);
+  j["reference"] = {{"method", ref->method}, {"cached", cached}, {"elements_refined", refined},
+                    {"elements_reference_insufficient", insufficient}};
+
+  // Workspaces, poisoned and canaried like tensors.
+  for (auto& w : impl.workspaces(c, prof)) {
+    auto b = std::make_shared<Buffer>(w.bytes);
+    b->poison(w.poison_as);
+    ts.workspaces[w.name] = b;
+  }
+
+  t0 = Clock::now();
+  impl.run(ts, c, prof);
+  double t_impl = since(t0);
+
+  t0 = Clock::now();
+  std::vector<std::string> reasons;
+  for (auto& s : ts.slots)
+    if (s.alias_of.empty())
+      if (auto dmg = s.buffer->canary_damage()) reasons.push_back("out-of-bounds write on " + s.desc.name + ": " + *dmg);
+  for (auto& [n, b] : ts.workspaces)
+    if (auto dmg = b->canary_damage()) reasons.push_back("out-of-bounds write on workspace " + n + ": " + *dmg);
+  for (auto& s : ts.slots) {
+    if (s.role != Role::input) continue;
+    bool written_in_place = false;
+    for (auto& o : ts.slots) written_in_place |= o.alias_of == s.desc.name;
+    if (!written_in_place && raw_digest(s.buffer->payload(), s.buffer->payload_bytes()) != raw_before[s.desc.name])
+      reasons.push_back("input " + s.desc.name + " was modified");
+  }
+  nlohmann::json outs = nlohmann::json::object();
+  bool any_fail = !reasons.empty(), any_unv = false;
+  for (auto& e : encs) {
+    const TensorSlot& s = ts.at(e.name);
+    TensorVerdict tv = judge(s.view(), ref->at(e.name), e, s.alias_of.empty());
+    if (tv.verdict == "fail") {
+      any_fail = true;
+      std::string why = e.name + ": " + std::to_string(tv.n_fail) + " of " + std::to_string(tv.n) + " elements fail";
+      if (tv.n_nan_mismatch) why += " (" + std::to_string(tv.n_nan_mismatch) + " NaN)";
+      if (tv.n_unwritten) why += " (" + std::to_string(tv.n_unwritten) + " unwritten)";
+      if (tv.n_padding_written) why += ", " + std::to_string(tv.n_padding_written) + " padding elements written";
+      if (tv.first_fail_index >= 0) why += ", first at index " + std::to_string(tv.first_fail_index);
+      reasons.push_back(why);
+    }
+    any_unv |= tv.verdict == "unverifiable";
+    outs[e.name] = tv.to_json();
+  }
+  j["outputs"] = outs;
+  double t_check = since(t0);
+  j["timings"] = {{"generate_s", t_generate}, {"reference_s", t_reference}, {"enclose_s", t_enclose},
+                  {"impl_s", t_impl},         {"check_s", t_check},         {"total_s", since(t_total)}};
+  if (any_fail) {
+    j["verdict"] = "fail";
+    std::string r;
+    for (auto& x : reasons) r += (r.empty() ? "" : "; ") + x;
+    j["reason"] = r;
+  } else if (any_unv) {
+    j["verdict"] = "unverifiable";
+    j["reason"] = "the contract admits no useful bound for some elements (n_eff*u >= 1) or the reference could not decide them";
+  } else {
+    j["verdict"] = "pass";
+  }
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json run_case(const std::string& case_str, const RunEnv& env, RefCache& cache) {
+  Case c;
+  try {
+    c = Case::parse(case_str);
+    registry().normalize(c);
+    return run_normalized(c, env, cache);
+  } catch (const UsageError& e) {
+    return error_result(c, env, std::string("invalid case: ") + e.what());
+  } catch (const HarnessError& e) {
+    return error_result(c, env, std::string("harness error: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return error_result(c, env, "out of host memory while running the case");
+  } catch (const std::exception& e) {
+    return error_result(c, env, e.what());
+  }
+}
+
+}  // namespace kv

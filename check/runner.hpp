@@ -1,0 +1,49 @@
+// Runs one case in this process: allocate (canaries, poison), generate, reference (once
+// per input identity), enclosure under the impl's contract, run, judge, one result line.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/case.hpp"
+#include "core/device.hpp"
+#include "core/registry.hpp"
+
+namespace kv {
+
+inline constexpr int kResultSchemaVersion = 1;
+
+struct RunEnv {
+  DeviceInfo device;
+  std::string run_id;
+};
+
+/// Reference results by input identity, reused by every impl and config sharing it.
+class RefCache {
+ public:
+  explicit RefCache(size_t max_entries = 4) : max_(max_entries) {}
+  std::shared_ptr<RefResult> get(uint64_t input_id) const;
+  void put(uint64_t input_id, std::shared_ptr<RefResult> r);
+  size_t hits() const { return hits_; }
+
+ private:
+  size_t max_;
+  mutable size_t hits_ = 0;
+  std::vector<std::pair<uint64_t, std::shared_ptr<RefResult>>> entries_;
+};
+
+/// Build identity compiled into the binary.
+nlohmann::json build_info();
+
+/// The fields every result line carries, from the case alone (also used by the parent
+/// when the worker dies before answering).
+nlohmann::json result_skeleton(const Case& c, const RunEnv& env);
+/// An `error` result line with a reason.
+nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string& reason);
+
+/// Parses, normalizes and runs one case; never throws (errors become verdict `error`).
+nlohmann::json run_case(const std::string& case_str, const RunEnv& env, RefCache& cache);
+
+}  // namespace kv

@@ -1,0 +1,280 @@
+// Subcommands. Cases are validated here, in the parent, so bad input exits 2 before
+// anything runs; each case then runs in the worker process.
+#include "cli/commands.hpp"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+#include "check/results.hpp"
+#include "cli/suite.hpp"
+#include "cli/supervisor.hpp"
+#include "core/error.hpp"
+#include "core/registry.hpp"
+#include "kv_default_suite.hpp"
+#include "reports/summary.hpp"
+
+namespace kv {
+
+namespace {
+
+struct Common {
+  std::string device = "auto";
+  std::string profile;
+  double timeout_s = 600;
+  std::string out = "out";
+};
+
+void add_common(CLI::App* app, Common& c) {
+  app->add_option("--device", c.device, "cuda|host (default: cuda when a GPU is present, else host)")
+      ->check(CLI::IsMember({"auto", "cuda", "host"}));
+  app->add_option("--device-profile", c.profile, "override launch-relevant device facts, e.g. sm_count=108,warp_size=64");
+  app->add_option("--timeout", c.timeout_s, "watchdog seconds per case (the worker is killed and restarted)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--out", c.out, "output directory (results.jsonl is appended to; summary.html)");
+}
+
+RunEnv make_env(const Common& c) {
+  RunEnv env;
+  std::string kind = c.device == "auto" ? "host" : c.device;
+  if (kind == "cuda") throw UsageError("this build has no CUDA support (configure with -DKVERIFY_CUDA=ON)");
+  env.device = host_device();
+  env.device.profile.apply_overrides(c.profile);
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  std::random_device rd;
+  env.run_id = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) + "-" +
+               hex64((static_cast<uint64_t>(rd()) << 32) | rd()).substr(8);
+  return env;
+}
+
+std::vector<std::string> worker_args(const Common& c, const RunEnv& env) {
+  std::vector<std::string> a = {"__worker", "--device", env.device.kind, "--run-id", env.run_id};
+  if (!c.profile.empty()) a.insert(a.end(), {"--device-profile", c.profile});
+  return a;
+}
+
+/// Validates a case against the device before it is queued: invalid configs are usage errors.
+void check_runnable(const Case& c, const RunEnv& env) {
+  const Impl& impl = registry().impl(c.op, c.impl);
+  if (auto why = impl.invalid_reason(c, env.device.profile)) throw UsageError("invalid config: " + *why);
+}
+
+std::string brief(const nlohmann::json& j) {
+  std::string s = j.value("verdict", "?");
+  s.resize(12, ' ');
+  s += j.value("op", "") + " " + j.value("impl", "") + " " + j.value("dtype", "") + " ";
+  if (j.contains("shape")) {
+    std::string sh;
+    for (auto& d : j["shape"]) sh += (sh.empty() ? "" : "x") + std::to_string(d.get<int64_t>());
+    s += sh;
+  }
+  if (j.contains("attrs") && j["attrs"].contains("mode")) s += " " + j["attrs"]["mode"].get<std::string>();
+  if (j.contains("config"))
+    for (auto& [k, v] : j["config"].items()) s += " " + k + "=" + v.get<std::string>();
+  if (j.contains("reason")) s += "  -- " + j["reason"].get<std::string>();
+  return s;
+}
+
+/// Runs cases through the worker, appending each result as it finishes.
+int run_cases(const std::vector<Case>& cases, const Common& c, const RunEnv& env, bool quiet) {
+  std::filesystem::create_directories(c.out);
+  std::string results = (std::filesystem::path(c.out) / "results.jsonl").string();
+  ResultsWriter w(results);
+  Supervisor sup(worker_args(c, env), c.timeout_s);
+  std::map<std::string, int64_t> counts;
+  size_t i = 0;
+  for (auto& cs : cases) {
+    auto j = sup.run(cs, env);
+    w.append(j);
+    ++counts[j.value("verdict", "error")];
+    ++i;
+    if (!quiet || j.value("verdict", "") == "fail" || j.value("verdict", "") == "error")
+      std::cout << "[" << i << "/" << cases.size() << "] " << brief(j) << "\n" << std::flush;
+  }
+  std::string html = (std::filesystem::path(c.out) / "summary.html").string();
+  write_summary_html(html, read_results(results, env.run_id), env.run_id);
+  std::cout << "run " << env.run_id << ": " << cases.size() << " cases";
+  for (auto& [k, v] : counts) std::cout << ", " << v << " " << k;
+  std::cout << "\nresults: " << results << "\nsummary: " << html << "\n";
+  return (counts["fail"] + counts["error"]) > 0 ? 1 : 0;
+}
+
+int cmd_list(bool json_out) {
+  const Registry& reg = registry();
+  nlohmann::json j = nlohmann::json::array();
+  for (auto* op : reg.ops()) {
+    nlohmann::json o = {{"op", op->name()}, {"dists", op->dists()}};
+    nlohmann::json attrs = nlohmann::json::array();
+    for (auto& a : op->attrs()) attrs.push_back({{"name", a.name}, {"default", a.def}, {"choices", a.choices}});
+    o["attrs"] = attrs;
+    nlohmann::json impls = nlohmann::json::array();
+    for (auto* im : reg.impls(op->name())) {
+      if (im->test_only()) continue;
+      nlohmann::json knobs = nlohmann::json::object();
+      for (auto& k : im->knobs()) knobs[k.name] = k.values;
+      Case sample;
+      sample.op = op->name();
+      sample.impl = im->name();
+      sample.shape = {8, 4096};
+      sample.dtypes["x"] = DType::bf16;
+      reg.normalize(sample);
+      impls.push_back({{"impl", im->name()},
+                       {"device", im->device()},
+                       {"knobs", knobs},
+                       {"contract_example", {{"case", sample.str()},
+                                             {"contract", im->contract(sample, host_device().profile).to_json()}}}});
+    }
+    o["impls"] = impls;
+    j.push_back(o);
+  }
+  if (json_out) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  for (auto& o : j) {
+    std::cout << o["op"].get<std::string>() << "\n  attrs:";
+    for (auto& a : o["attrs"]) {
+      std::cout << " " << a["name"].get<std::string>();
+      if (!a["choices"].empty()) {
+        std::string ch;
+        for (auto& c : a["choices"]) ch += (ch.empty() ? "" : "|") + c.get<std::string>();
+        std::cout << "=" << ch;
+      }
+    }
+    std::cout << "\n";
+    for (auto& im : o["impls"]) {
+      std::cout << "  impl " << im["impl"].get<std::string>() << " (" << im["device"].get<std::string>() << ")\n";
+      for (auto& [k, v] : im["knobs"].items()) {
+        std::string vals;
+        for (auto& x : v) vals += (vals.empty() ? "" : "|") + x.get<std::string>();
+        std::cout << "    " << k << " = " << vals << "\n";
+      }
+      std::cout << "    contract at " << im["contract_example"]["case"].get<std::string>() << ":\n      "
+                << im["contract_example"]["contract"].dump() << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int kverify_main(int argc, char** argv) {
+  CLI::App app{"kverify: verify GPU kernels against certified high-precision references"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all");
+
+  bool list_json = false;
+  auto* list = app.add_subcommand("list", "ops, impls, their valid configs and contracts");
+  list->add_flag("--json", list_json, "machine-readable output");
+
+  Common rc;
+  std::vector<std::string> ops, impls, dtypes, shapes, dists, configs;
+  std::vector<uint64_t> seeds;
+  std::string attrs, suite;
+  bool quiet = false;
+  auto* run = app.add_subcommand("run", "run cases (with no selection: the default suite)");
+  add_common(run, rc);
+  run->add_option("--op", ops, "op, e.g. rms_norm.fwd (repeatable)");
+  run->add_option("--impl", impls, "impl name (default: every impl of the op on the device)");
+  run->add_option("--dtype", dtypes, "fp32|fp16|bf16, or per tensor x:bf16,w:fp32 (repeatable)");
+  run->add_option("--shape", shapes, "e.g. 5x123x123 (repeatable)");
+  run->add_option("--config", configs, "knobs, e.g. num_warps=8,dw=fixed_partials (repeatable)");
+  run->add_option("--attrs", attrs, "op attributes, e.g. mode=gemma,eps=1e-5,offset=1");
+  run->add_option("--dist", dists, "value distribution (normal, uniform, tiny, large, mean_shift, wide)");
+  run->add_option("--seed", seeds, "seed (repeatable)");
+  run->add_option("--suite", suite, "a suite file (JSON) instead of the selection options");
+  run->add_flag("--quiet", quiet, "print only failures and the totals");
+
+  Common pc;
+  std::string replay_case;
+  auto* replay = app.add_subcommand("replay", "rerun one case from its one-line string");
+  add_common(replay, pc);
+  replay->add_option("case", replay_case, "the case string (kv1 op=... )")->required();
+
+  Common wc;
+  std::string worker_run_id;
+  auto* worker = app.add_subcommand("__worker", "internal: the worker process");
+  worker->group("");
+  worker->add_option("--device", wc.device);
+  worker->add_option("--device-profile", wc.profile);
+  worker->add_option("--run-id", worker_run_id);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "kverify: " << e.what() << "\n";
+    return 2;
+  }
+
+  try {
+    if (*list) return cmd_list(list_json);
+    if (*worker) {
+      RunEnv env = make_env(wc);
+      env.run_id = worker_run_id;
+      return worker_main(env);
+    }
+    if (*replay) {
+      RunEnv env = make_env(pc);
+      Case c = Case::parse(replay_case);
+      registry().normalize(c);
+      check_runnable(c, env);
+      return run_cases({c}, pc, env, false);
+    }
+    if (*run) {
+      RunEnv env = make_env(rc);
+      std::vector<SuiteEntry> entries;
+      bool selection = !ops.empty() || !impls.empty() || !dtypes.empty() || !shapes.empty() || !configs.empty() ||
+                       !attrs.empty() || !dists.empty() || !seeds.empty();
+      if (!suite.empty() && selection) throw UsageError("--suite cannot be combined with selection options");
+      if (!suite.empty()) {
+        entries = load_suite(suite);
+      } else if (!selection) {
+        entries = parse_suite(kDefaultSuiteJson, "the default suite");
+      } else {
+        if (ops.empty()) throw UsageError("--op is required with selection options");
+        SuiteEntry e;
+        e.ops = ops;
+        e.impls = impls;
+        e.dtypes = dtypes.empty() ? std::vector<std::string>{"fp32", "fp16", "bf16"} : dtypes;
+        e.shapes = shapes.empty() ? std::vector<std::string>{"4x1536"} : shapes;
+        if (!dists.empty()) e.dists = dists;
+        if (!seeds.empty()) e.seeds = seeds;
+        if (!attrs.empty())
+          for (auto& [k, v] : parse_kv_list(attrs, "attrs")) e.attrs[k] = {v};
+        std::vector<Case> cases;
+        // Each --config is one configuration; its knobs must all be valid for the impl.
+        std::vector<std::string> cfgs = configs.empty() ? std::vector<std::string>{""} : configs;
+        for (auto& cfg : cfgs) {
+          SuiteEntry one = e;
+          one.configs.clear();
+          auto picked = cfg.empty() ? std::map<std::string, std::string>{} : parse_kv_list(cfg, "config");
+          for (auto& [k, v] : picked) one.configs[k] = {v};
+          auto part = expand_suite({one}, env.device.kind);
+          for (auto& c : part) {
+            for (auto& [k, v] : picked)
+              if (!c.config.count(k))
+                throw UsageError("invalid config: impl " + c.impl + " has no knob '" + k + "'");
+            check_runnable(c, env);
+            cases.push_back(c);
+          }
+        }
+        if (cases.empty()) throw UsageError("the selection gives no cases (no impl of the op on device " + env.device.kind + ")");
+        return run_cases(cases, rc, env, quiet);
+      }
+      auto cases = expand_suite(entries, env.device.kind);
+      return run_cases(cases, rc, env, quiet);
+    }
+  } catch (const UsageError& e) {
+    std::cerr << "kverify: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kverify: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}
+
+}  // namespace kv

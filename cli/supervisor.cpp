@@ -1,0 +1,142 @@
+// Worker processes: spawn, talk over pipes, watchdog, restart.
+#include "cli/supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+
+namespace kv {
+
+namespace {
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "kverify";
+  buf[n] = 0;
+  return buf;
+}
+}  // namespace
+
+Supervisor::Supervisor(std::vector<std::string> worker_args, double timeout_s)
+    : args_(std::move(worker_args)), timeout_s_(timeout_s) {
+  signal(SIGPIPE, SIG_IGN);
+}
+
+Supervisor::~Supervisor() {
+  if (pid_ > 0) stop(false);
+}
+
+void Supervisor::start() {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  std::string exe = self_exe();
+  std::vector<std::string> argv_s = {exe};
+  argv_s.insert(argv_s.end(), args_.begin(), args_.end());
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv(exe.c_str(), argv.data());
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  pid_ = pid;
+  to_child_ = in[1];
+  from_child_ = out[0];
+  pending_.clear();
+  if (started_once_) ++restarts_;
+  started_once_ = true;
+}
+
+std::string Supervisor::stop(bool kill_it) {
+  if (pid_ <= 0) return "not running";
+  if (to_child_ >= 0) close(to_child_);
+  if (kill_it) kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  if (from_child_ >= 0) close(from_child_);
+  pid_ = -1, to_child_ = -1, from_child_ = -1;
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  return "unknown status";
+}
+
+nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
+  try {
+    if (pid_ <= 0) start();
+  } catch (const std::exception& e) {
+    return error_result(c, env, std::string("cannot start worker: ") + e.what());
+  }
+  std::string line = c.str() + "\n";
+  if (write(to_child_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    std::string how = stop(true);
+    return error_result(c, env, "worker died before the case was sent (" + how + "); restarted");
+  }
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+  char buf[65536];
+  while (true) {
+    size_t nl = pending_.find('\n');
+    if (nl != std::string::npos) {
+      std::string answer = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      try {
+        auto j = nlohmann::json::parse(answer);
+        if (!j.is_object() || !j.contains("verdict")) throw std::runtime_error("no verdict");
+        return j;
+      } catch (const std::exception&) {
+        std::string how = stop(true);
+        return error_result(c, env, "worker answered malformed JSON (" + answer.substr(0, 80) + "); restarted");
+      }
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      stop(true);
+      return error_result(c, env, "watchdog: no answer within " + std::to_string(timeout_s_) +
+                                      " s; worker killed and restarted");
+    }
+    pollfd p{from_child_, POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t n = read(from_child_, buf, sizeof buf);
+    if (n > 0) {
+      pending_.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    std::string how = stop(false);
+    return error_result(c, env, "worker crashed (" + how + "); restarted");
+  }
+}
+
+int worker_main(const RunEnv& env) {
+  int proto = dup(1);
+  dup2(2, 1);
+  FILE* out = fdopen(proto, "w");
+  RefCache cache;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    auto j = run_case(line, env, cache);
+    std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::fwrite(s.data(), 1, s.size(), out);
+    std::fflush(out);
+  }
+  return 0;
+}
+
+}  // namespace kv

@@ -1,0 +1,46 @@
+// The process model: cases run in a worker process; the parent owns the results file.
+// A crash, a malformed answer or a watchdog timeout becomes `error` for that case, the
+// worker is restarted, and the run goes on.
+#pragma once
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "check/runner.hpp"
+
+namespace kv {
+
+class Supervisor {
+ public:
+  /// worker_args: arguments after the executable (e.g. {"__worker", "--device", "host"}).
+  Supervisor(std::vector<std::string> worker_args, double timeout_s);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  /// Runs one normalized case in the worker; never throws.
+  nlohmann::json run(const Case& c, const RunEnv& env);
+  int restarts() const { return restarts_; }
+
+ private:
+  std::vector<std::string> args_;
+  double timeout_s_;
+  pid_t pid_ = -1;
+  int to_child_ = -1, from_child_ = -1;
+  std::string pending_;
+  int restarts_ = 0;
+  bool started_once_ = false;
+
+  void start();
+  /// Kills (if asked) and reaps the worker; returns how it ended, in words.
+  std::string stop(bool kill);
+};
+
+/// The worker side: reads case lines on stdin, answers one JSON line each on the
+/// original stdout (stdout itself is pointed at stderr so stray prints cannot corrupt
+/// the protocol).
+int worker_main(const RunEnv& env);
+
+}  // namespace kv

@@ -1,0 +1,64 @@
+// The case: everything that determines one check, as a one-line string that parses back
+// to the same case (attributes that enter arithmetic are stored as exact hex floats).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/rng.hpp"
+
+namespace kv {
+
+struct TensorLayout {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;  // empty: contiguous
+  bool operator==(const TensorLayout&) const = default;
+};
+
+struct Case {
+  std::string op;
+  std::string impl;
+  std::map<std::string, std::string> config;
+  std::vector<int64_t> shape;
+  std::map<std::string, DType> dtypes;
+  std::map<std::string, std::string> attrs;
+  std::map<std::string, TensorLayout> layout;
+  std::map<std::string, std::string> alias;  // output -> input whose storage it reuses
+  std::string dist = "normal";
+  uint64_t seed = 0;
+  int gen = kGeneratorVersion;
+
+  bool operator==(const Case&) const = default;
+
+  /// The replay string: `kv1 op=... impl=... config=k:v,... shape=AxB dtypes=t:d,... attrs=k:v,...
+  /// dist=... seed=N gen=N` (plus layout= and alias= when set).
+  std::string str() const;
+  /// Parses a replay string; throws UsageError with the reason.
+  static Case parse(std::string_view s);
+
+  /// Hash of the replay string.
+  uint64_t case_id() const;
+  /// Hash of everything that determines the input bits and the op's defined outputs:
+  /// the case without impl, config and layout. References are shared under it.
+  uint64_t input_id() const;
+
+  double attr_real(const std::string& name) const;
+  const std::string& attr(const std::string& name) const;
+  std::string config_or(const std::string& key, const std::string& def) const;
+  int64_t config_int(const std::string& key, int64_t def) const;
+};
+
+std::string hex_float(double v);
+/// Parses decimal or hex floats (strtod), requiring the whole string; throws UsageError.
+double parse_real(std::string_view s, std::string_view what);
+int64_t parse_int(std::string_view s, std::string_view what);
+std::string shape_str(const std::vector<int64_t>& shape);
+std::vector<int64_t> parse_shape(std::string_view s);
+std::string hex64(uint64_t v);
+/// `k=v,k=v` or `k:v,k:v` into a map; throws UsageError on a malformed pair.
+std::map<std::string, std::string> parse_kv_list(std::string_view s, std::string_view what);
+
+}  // namespace kv

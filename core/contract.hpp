@@ -1,0 +1,47 @@
+// Numerics contracts: what an impl declares, per config, about how it computes.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace kv {
+
+/// How one reduced axis is summed: a serial run per thread, a tree, then partials
+/// summed serially. Every term passes through at most n_eff = s + d + p roundings.
+struct ReductionShape {
+  int64_t serial = 0;
+  int64_t depth = 0;
+  int64_t partials = 0;
+  int64_t n_eff() const { return serial + depth + partials; }
+};
+
+/// Determinism claims per output: any of run_to_run, config_invariant, gpu_invariant,
+/// batch_invariant; an empty list means none.
+using DeterminismClaims = std::vector<std::string>;
+
+struct Contract {
+  DType acc = DType::f32;
+  /// Unit roundoff of one accumulator operation; 0 means RN's 2^-p of acc. A directed
+  /// rounding mode needs 2^(1-p).
+  double u = 0;
+  bool fma = false;
+  bool ftz = false;
+  std::map<std::string, double> math_ulps;            // e.g. rsqrt -> 2
+  std::map<std::string, ReductionShape> reductions;   // per reduced axis
+  std::map<std::string, DeterminismClaims> determinism;  // per output tensor
+
+  double unit() const { return u > 0 ? u : unit_roundoff(acc); }
+  const ReductionShape& reduction(const std::string& axis) const;
+  double ulps(const std::string& fn) const;
+  nlohmann::json to_json() const;
+  uint64_t hash() const;
+};
+
+/// gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, Lemma 3.1); +inf when n u >= 1.
+double gamma_n(int64_t n, double u);
+
+}  // namespace kv

@@ -1,0 +1,179 @@
+// Exact rounding between double and the storage formats. All arithmetic here is exact
+// (power-of-two scaling, integer parts of small doubles), so the result does not depend
+// on the FPU rounding mode: the harness may run impls under fesetround(FE_UPWARD).
+#include "core/dtype.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace kv {
+
+Format format_of(DType d) {
+  switch (d) {
+    case DType::f32: return {24, -126, 127};
+    case DType::f16: return {11, -14, 15};
+    case DType::bf16: return {8, -126, 127};
+  }
+  return {24, -126, 127};
+}
+
+std::string_view dtype_name(DType d) {
+  switch (d) {
+    case DType::f32: return "fp32";
+    case DType::f16: return "fp16";
+    case DType::bf16: return "bf16";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_dtype(std::string_view s) {
+  if (s == "fp32" || s == "f32" || s == "float32") return DType::f32;
+  if (s == "fp16" || s == "f16" || s == "float16") return DType::f16;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  return std::nullopt;
+}
+
+size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
+
+double unit_roundoff(DType d) { return std::ldexp(1.0, -format_of(d).p); }
+
+double max_finite(DType d) {
+  Format f = format_of(d);
+  return std::ldexp(2.0 - std::ldexp(1.0, 1 - f.p), f.emax);
+}
+
+double min_normal(DType d) { return std::ldexp(1.0, format_of(d).emin); }
+
+double min_subnormal(DType d) {
+  Format f = format_of(d);
+  return std::ldexp(1.0, f.emin - (f.p - 1));
+}
+
+namespace {
+
+// Quantum exponent of x in format f: the exponent of the last significand bit.
+int quantum_exp(double x, const Format& f) {
+  int e = 0;
+  std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
+  int E = e - 1 < f.emin ? f.emin : e - 1;
+  return E - (f.p - 1);
+}
+
+// Rounds hi (+ the sign of lo, for ties and exactness) to the format. lo only matters
+// when hi is exactly representable or exactly halfway: elsewhere |lo| is far below
+// half a quantum, since the formats have at most 24 bits and doubles 53.
+double round_impl(DType d, double hi, double lo) {
+  if (!std::isfinite(hi) || hi == 0.0) {
+    if (hi == 0.0 && lo != 0.0) return round_impl(d, lo, 0.0);
+    return hi;
+  }
+  Format f = format_of(d);
+  int q = quantum_exp(hi, f);
+  double s = std::ldexp(hi, -q);  // exact: |s| < 2^p
+  double t = std::trunc(s);       // exact
+  double frac = std::fabs(s - t); // exact: the low bits of s
+  double sign = std::copysign(1.0, s);
+  bool up;
+  if (frac > 0.5) {
+    up = true;
+  } else if (frac < 0.5) {
+    up = false;
+    // hi exactly representable and lo pushing below: |lo| < half a quantum, stays.
+  } else {
+    // A tie in hi: lo breaks it; a true tie goes to even.
+    if (lo != 0.0) {
+      up = (lo > 0) == (hi > 0);
+    } else {
+      up = std::fmod(t, 2.0) != 0.0;
+    }
+  }
+  if (up) t += sign;
+  double r = std::ldexp(t, q);
+  if (std::fabs(r) > max_finite(d)) return std::copysign(std::numeric_limits<double>::infinity(), hi);
+  if (r == 0.0) return std::copysign(0.0, hi);
+  return r;
+}
+
+}  // namespace
+
+double round_to(DType d, double x) { return round_impl(d, x, 0.0); }
+double round_to(DType d, double hi, double lo) { return round_impl(d, hi, lo); }
+
+double ulp(DType d, double x) {
+  Format f = format_of(d);
+  if (!std::isfinite(x)) return std::numeric_limits<double>::infinity();
+  if (x == 0.0) return min_subnormal(d);
+  return std::ldexp(1.0, quantum_exp(x, f));
+}
+
+uint32_t canonical_nan_bits(DType d) {
+  switch (d) {
+    case DType::f32: return 0x7FC00000u;
+    case DType::f16: return 0x7E00u;
+    case DType::bf16: return 0x7FC0u;
+  }
+  return 0;
+}
+
+uint32_t poison_bits(DType d) { return d == DType::f32 ? 0xFFFFFFFFu : 0xFFFFu; }
+
+bool is_nan_bits(DType d, uint32_t b) {
+  switch (d) {
+    case DType::f32: return (b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0;
+    case DType::f16: return (b & 0x7C00u) == 0x7C00u && (b & 0x03FFu) != 0;
+    case DType::bf16: return (b & 0x7F80u) == 0x7F80u && (b & 0x007Fu) != 0;
+  }
+  return false;
+}
+
+namespace {
+uint32_t float_bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+float bits_float(uint32_t b) {
+  float v;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+}  // namespace
+
+uint32_t encode(DType d, double v) {
+  if (std::isnan(v)) return canonical_nan_bits(d);
+  switch (d) {
+    case DType::f32: return float_bits(static_cast<float>(v));  // exact: v representable
+    case DType::bf16: return float_bits(static_cast<float>(v)) >> 16;
+    case DType::f16: {
+      uint32_t sign = std::signbit(v) ? 0x8000u : 0u;
+      double a = std::fabs(v);
+      if (std::isinf(a)) return sign | 0x7C00u;
+      if (a == 0.0) return sign;
+      int e = 0;
+      std::frexp(a, &e);
+      int E = e - 1;
+      if (E < -14) return sign | static_cast<uint32_t>(std::ldexp(a, 24));  // subnormal
+      uint32_t mant = static_cast<uint32_t>(std::ldexp(a, 10 - E)) - 1024u;
+      return sign | (static_cast<uint32_t>(E + 15) << 10) | mant;
+    }
+  }
+  return 0;
+}
+
+double decode(DType d, uint32_t b) {
+  switch (d) {
+    case DType::f32: return bits_float(b);
+    case DType::bf16: return bits_float((b & 0xFFFFu) << 16);
+    case DType::f16: {
+      double sign = (b & 0x8000u) ? -1.0 : 1.0;
+      uint32_t e = (b >> 10) & 0x1Fu, m = b & 0x3FFu;
+      if (e == 0x1F) return m ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+      if (e == 0) return sign * std::ldexp(static_cast<double>(m), -24);
+      return sign * std::ldexp(static_cast<double>(m + 1024u), static_cast<int>(e) - 25);
+    }
+  }
+  return 0;
+}
+
+}  // namespace kv

@@ -1,0 +1,54 @@
+// Input distributions (libm-free, so the same bits come out on every machine).
+#include "core/inputs.hpp"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace kv {
+
+const std::vector<std::string>& known_dists() {
+  static const std::vector<std::string> d = {"normal", "uniform", "tiny", "large", "mean_shift", "wide"};
+  return d;
+}
+
+void unravel(int64_t linear, const std::vector<int64_t>& shape, std::vector<int64_t>& coords) {
+  coords.resize(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    coords[i] = linear % shape[i];
+    linear /= shape[i];
+  }
+}
+
+double draw(const std::string& dist, uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords) {
+  auto w = philox4x32_10(philox_key(seed, tensor), coord_counter(coords));
+  double u = uniform_open01(w[0], w[1]);
+  if (dist == "uniform") return 2.0 * u - 1.0;
+  double z = normal_from_uniform(u);
+  if (dist == "normal") return z;
+  if (dist == "tiny") return z * 0x1p-10;
+  if (dist == "large") return z * 0x1p6;
+  if (dist == "mean_shift") return 4.0 + z;
+  if (dist == "wide") return std::ldexp(z, static_cast<int>(w[2] % 25u) - 12);  // exact scaling
+  throw UsageError("unknown value distribution '" + dist + "'");
+}
+
+void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double shift, double scale) {
+  const int64_t n = v.desc.numel(), block = 4096;
+  if (std::find(known_dists().begin(), known_dists().end(), dist) == known_dists().end())
+    throw UsageError("unknown value distribution '" + dist + "'");
+  // Each element depends on its coordinates only, so blocks fill in parallel.
+  tbb::parallel_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
+    std::vector<int64_t> coords;
+    for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) {
+      unravel(i, v.desc.shape, coords);
+      v.store(i, shift + scale * draw(dist, seed, v.desc.name, coords));
+    }
+  });
+}
+
+}  // namespace kv

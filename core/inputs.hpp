@@ -1,0 +1,24 @@
+// Value distributions for generated inputs, drawn from Philox by logical coordinates.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace kv {
+
+/// normal N(0,1); uniform U(-1,1); tiny N(0,1)*2^-10 (RMS near sqrt(eps)); large N(0,1)*2^6;
+/// mean_shift N(4,1); wide N(0,1)*2^k with k uniform in [-12, 12].
+const std::vector<std::string>& known_dists();
+
+/// Draws a base sample for `dist` at one element; value = shift + scale * sample.
+double draw(const std::string& dist, uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords);
+
+/// Fills every logical element of `v` with RNE(shift + scale * draw(dist, ...)).
+void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double shift, double scale);
+
+/// Logical row-major coordinates of a linear index.
+void unravel(int64_t linear, const std::vector<int64_t>& shape, std::vector<int64_t>& coords);
+
+}  // namespace kv

@@ -1,0 +1,82 @@
+// Registry lookups and config normalization.
+#include "core/registry.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace kv {
+
+const OutputRef& RefResult::at(const std::string& name) const {
+  for (auto& o : outputs)
+    if (o.name == name) return o;
+  throw HarnessError("reference has no output '" + name + "'");
+}
+
+OutputRef& RefResult::at(const std::string& name) {
+  return const_cast<OutputRef&>(static_cast<const RefResult&>(*this).at(name));
+}
+
+void Registry::add(std::unique_ptr<OpBinding> op) { ops_.push_back(std::move(op)); }
+void Registry::add(std::unique_ptr<Impl> impl) { impls_.push_back(std::move(impl)); }
+
+const OpBinding& Registry::op(const std::string& name) const {
+  std::string known;
+  for (auto& o : ops_) {
+    if (o->name() == name) return *o;
+    known += (known.empty() ? "" : ", ") + o->name();
+  }
+  throw UsageError("unknown op '" + name + "' (known: " + known + ")");
+}
+
+const Impl& Registry::impl(const std::string& op, const std::string& name) const {
+  std::string known;
+  for (auto& i : impls_) {
+    if (i->op() != op) continue;
+    if (i->name() == name) return *i;
+    if (!i->test_only()) known += (known.empty() ? "" : ", ") + i->name();
+  }
+  throw UsageError("unknown impl '" + name + "' for op " + op + " (known: " + known + ")");
+}
+
+std::vector<const OpBinding*> Registry::ops() const {
+  std::vector<const OpBinding*> out;
+  for (auto& o : ops_) out.push_back(o.get());
+  return out;
+}
+
+std::vector<const Impl*> Registry::impls(const std::string& op) const {
+  std::vector<const Impl*> out;
+  for (auto& i : impls_)
+    if (i->op() == op) out.push_back(i.get());
+  return out;
+}
+
+void Registry::normalize(Case& c) const {
+  const OpBinding& b = op(c.op);
+  const Impl& im = impl(c.op, c.impl);
+  auto knobs = im.knobs();
+  for (auto& [k, v] : c.config) {
+    auto it = std::find_if(knobs.begin(), knobs.end(), [&](auto& kn) { return kn.name == k; });
+    if (it == knobs.end()) {
+      std::string names;
+      for (auto& kn : knobs) names += (names.empty() ? "" : ", ") + kn.name;
+      throw UsageError("invalid config: impl " + c.impl + " has no knob '" + k + "' (knobs: " + names + ")");
+    }
+    if (std::find(it->values.begin(), it->values.end(), v) == it->values.end()) {
+      std::string vals;
+      for (auto& x : it->values) vals += (vals.empty() ? "" : "|") + x;
+      throw UsageError("invalid config: " + k + "=" + v + " for impl " + c.impl + " (allowed: " + vals + ")");
+    }
+  }
+  for (auto& kn : knobs)
+    if (!c.config.count(kn.name)) c.config[kn.name] = kn.values.front();
+  b.normalize(c);
+}
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace kv

@@ -1,0 +1,133 @@
+// The registry: op bindings (semantics, generator, reference) and impls (with their
+// configs and contracts). Tests, fuzzing, drift and benchmarks iterate it.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/case.hpp"
+#include "core/contract.hpp"
+#include "core/device.hpp"
+#include "core/tensor.hpp"
+
+namespace kv {
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype;
+  Role role;
+};
+
+struct AttrSpec {
+  std::string name;
+  bool real = false;                 // a real (stored as hex float) or one of choices
+  std::string def;                   // default, in canonical form
+  std::vector<std::string> choices;  // for non-real attributes
+};
+
+/// Per output tensor, per element: the reference value and a bound on its error.
+struct OutputRef {
+  std::string name;
+  std::vector<double> v;
+  std::vector<double> err;
+};
+
+struct RefResult {
+  std::vector<OutputRef> outputs;
+  std::string method;  // certified:double-enclosure, agreed:mpfr-<p1>/<p2>, ...
+  const OutputRef& at(const std::string& name) const;
+  OutputRef& at(const std::string& name);
+};
+
+/// Per output tensor, per element: the admissible real interval before the final
+/// rounding to the output dtype, and whether the contract allowed no useful bound.
+struct OutputEnclosure {
+  std::string name;
+  std::vector<double> lo, hi;
+  std::vector<uint8_t> unverifiable;
+};
+
+class OpBinding {
+ public:
+  virtual ~OpBinding() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<AttrSpec> attrs() const = 0;
+  /// Value distributions the generator knows.
+  virtual std::vector<std::string> dists() const = 0;
+  /// Fills default dtypes and attributes and canonicalizes; throws UsageError.
+  virtual void normalize(Case& c) const = 0;
+  virtual std::vector<TensorSpec> tensors(const Case& c) const = 0;
+  /// Writes the inputs (counter-based, reproducible on every machine).
+  virtual void generate(const Case& c, TensorSet& ts) const = 0;
+  /// High-precision value of every output with a bound on its error (once per input identity).
+  virtual RefResult reference(const Case& c, const TensorSet& ts) const = 0;
+  /// Recomputes, at higher precision, the reference where the cheap bound is too loose:
+  /// `misses` names per output the elements that missed the target. Elements it cannot
+  /// refine keep their value and bound.
+  virtual void refine(const Case& c, const TensorSet& ts, RefResult& ref,
+                      const std::map<std::string, std::vector<int64_t>>& misses) const = 0;
+  /// The admissible set under a contract.
+  virtual std::vector<OutputEnclosure> enclose(const Case& c, const TensorSet& ts, const Contract& k) const = 0;
+};
+
+struct ConfigKnob {
+  std::string name;
+  std::vector<std::string> values;  // allowed values; the first is the default
+};
+
+struct WorkspaceReq {
+  std::string name;
+  size_t bytes;
+  DType poison_as;
+};
+
+class Impl {
+ public:
+  virtual ~Impl() = default;
+  virtual std::string op() const = 0;
+  virtual std::string name() const = 0;
+  virtual std::string device() const = 0;  // host | cuda
+  /// Hash of the source and build flags, for version drift.
+  virtual std::string version() const = 0;
+  virtual std::vector<ConfigKnob> knobs() const = 0;
+  /// Why this config cannot run this case on this device profile (checked before launch).
+  virtual std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const {
+    (void)c, (void)p;
+    return std::nullopt;
+  }
+  virtual Contract contract(const Case& c, const DeviceProfile& p) const = 0;
+  virtual std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const {
+    (void)c, (void)p;
+    return {};
+  }
+  virtual void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const = 0;
+  /// Test-only impls (planted bugs, crashes) are hidden from `list` and the default suite.
+  virtual bool test_only() const { return false; }
+};
+
+class Registry {
+ public:
+  void add(std::unique_ptr<OpBinding> op);
+  void add(std::unique_ptr<Impl> impl);
+  /// Throws UsageError naming the known ops.
+  const OpBinding& op(const std::string& name) const;
+  const Impl& impl(const std::string& op, const std::string& name) const;
+  std::vector<const OpBinding*> ops() const;
+  std::vector<const Impl*> impls(const std::string& op) const;
+  /// Fills default config knobs, rejects unknown knobs and values (UsageError), and
+  /// normalizes the op's attributes and dtypes.
+  void normalize(Case& c) const;
+
+ private:
+  std::vector<std::unique_ptr<OpBinding>> ops_;
+  std::vector<std::unique_ptr<Impl>> impls_;
+};
+
+Registry& registry();
+/// Registers the built-in ops and impls (idempotent).
+void register_builtin();
+
+}  // namespace kv

@@ -1,0 +1,109 @@
+// Tensor views, canaried buffers and poisoning.
+#include "core/tensor.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "core/error.hpp"
+
+namespace kv {
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t TensorDesc::numel() const { return kv::numel(shape); }
+
+std::vector<int64_t> TensorDesc::effective_strides() const {
+  if (!strides.empty()) return strides;
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+bool TensorDesc::contiguous() const {
+  if (strides.empty()) return true;
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s == strides;
+}
+
+int64_t TensorDesc::storage_elems() const {
+  if (numel() == 0) return offset;
+  int64_t far = 0;
+  auto st = effective_strides();
+  for (size_t i = 0; i < shape.size(); ++i) far += (shape[i] - 1) * st[i];
+  return offset + far + 1;
+}
+
+Buffer::Buffer(size_t payload_bytes) : bytes_(payload_bytes + 2 * kCanaryBytes, kCanary) {}
+
+void Buffer::poison(DType d) {
+  uint32_t p = poison_bits(d);
+  size_t es = dtype_size(d), n = payload_bytes() / es;
+  uint8_t* dst = payload();
+  for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * es, &p, es);
+  for (size_t i = n * es; i < payload_bytes(); ++i) dst[i] = 0xFF;
+}
+
+std::optional<std::string> Buffer::canary_damage() const {
+  const size_t total = bytes_.size();
+  for (size_t i = 0; i < kCanaryBytes; ++i) {
+    if (bytes_[kCanaryBytes - 1 - i] != kCanary)
+      return "write " + std::to_string(i + 1) + " byte(s) before the start of the buffer";
+  }
+  for (size_t i = total - kCanaryBytes; i < total; ++i) {
+    if (bytes_[i] != kCanary)
+      return "write at byte " + std::to_string(i - (total - kCanaryBytes)) + " past the end of the buffer";
+  }
+  return std::nullopt;
+}
+
+int64_t TensorView::storage_index(int64_t logical) const {
+  if (desc.strides.empty()) return desc.offset + logical;
+  int64_t idx = desc.offset;
+  for (size_t i = desc.shape.size(); i-- > 0;) {
+    int64_t d = desc.shape[i];
+    idx += (logical % d) * desc.strides[i];
+    logical /= d;
+  }
+  return idx;
+}
+
+uint32_t TensorView::bits(int64_t logical) const {
+  const uint8_t* p = base + storage_index(logical) * dtype_size(desc.dtype);
+  if (desc.dtype == DType::f32) {
+    uint32_t b;
+    std::memcpy(&b, p, 4);
+    return b;
+  }
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  return b;
+}
+
+void TensorView::set_bits(int64_t logical, uint32_t b) {
+  uint8_t* p = base + storage_index(logical) * dtype_size(desc.dtype);
+  if (desc.dtype == DType::f32) {
+    std::memcpy(p, &b, 4);
+  } else {
+    uint16_t h = static_cast<uint16_t>(b);
+    std::memcpy(p, &h, 2);
+  }
+}
+
+const TensorSlot& TensorSet::at(const std::string& name) const {
+  for (auto& s : slots)
+    if (s.desc.name == name) return s;
+  throw HarnessError("no tensor named '" + name + "'");
+}
+
+TensorSlot& TensorSet::at(const std::string& name) {
+  for (auto& s : slots)
+    if (s.desc.name == name) return s;
+  throw HarnessError("no tensor named '" + name + "'");
+}
+
+}  // namespace kv

@@ -1,0 +1,82 @@
+// Tensors as the harness owns them: a dtype each, strides and a base offset in elements,
+// storage with guard canaries on both sides, outputs poisoned before every run.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace kv {
+
+enum class Role { input, output };
+
+struct TensorDesc {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // elements; empty means contiguous row-major
+  int64_t offset = 0;            // elements from the start of the storage
+
+  int64_t numel() const;
+  std::vector<int64_t> effective_strides() const;
+  bool contiguous() const;
+  /// Elements of storage the view reaches: offset + farthest element + 1.
+  int64_t storage_elems() const;
+};
+
+/// Host storage with canaries before and after the payload.
+class Buffer {
+ public:
+  static constexpr size_t kCanaryBytes = 256;
+  static constexpr uint8_t kCanary = 0xA5;
+  explicit Buffer(size_t payload_bytes);
+  uint8_t* payload() { return bytes_.data() + kCanaryBytes; }
+  const uint8_t* payload() const { return bytes_.data() + kCanaryBytes; }
+  size_t payload_bytes() const { return bytes_.size() - 2 * kCanaryBytes; }
+  /// Whole allocation, canaries included (for mirroring to a device and back).
+  std::vector<uint8_t>& raw() { return bytes_; }
+  void poison(DType d);
+  /// A description of the first overwritten canary byte, if any.
+  std::optional<std::string> canary_damage() const;
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+/// A typed view of a Buffer with strides and offset; indices are logical row-major.
+struct TensorView {
+  TensorDesc desc;
+  uint8_t* base = nullptr;  // payload start
+
+  int64_t storage_index(int64_t logical) const;
+  uint32_t bits(int64_t logical) const;
+  void set_bits(int64_t logical, uint32_t b);
+  double get(int64_t logical) const { return decode(desc.dtype, bits(logical)); }
+  /// Stores RNE(v) in the view's dtype.
+  void store(int64_t logical, double v) { set_bits(logical, encode(desc.dtype, round_to(desc.dtype, v))); }
+};
+
+struct TensorSlot {
+  TensorDesc desc;
+  Role role = Role::input;
+  std::string alias_of;  // an output written into an input's storage
+  std::shared_ptr<Buffer> buffer;
+  TensorView view() const { return TensorView{desc, buffer->payload()}; }
+};
+
+/// The tensors and workspaces of one case, in the order the op names them.
+struct TensorSet {
+  std::vector<TensorSlot> slots;
+  std::map<std::string, std::shared_ptr<Buffer>> workspaces;
+  const TensorSlot& at(const std::string& name) const;
+  TensorSlot& at(const std::string& name);
+  TensorView view(const std::string& name) const { return at(name).view(); }
+};
+
+int64_t numel(const std::vector<int64_t>& shape);
+
+}  // namespace kv

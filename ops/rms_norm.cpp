@@ -1,0 +1,302 @@
+// The rms_norm binding: tensors, attributes, generator and reference of rms_norm.fwd
+// and rms_norm.bwd, tying reference/rms_norm.hpp to the registry.
+#include "ops/rms_norm.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/inputs.hpp"
+#include "reference/policy.hpp"
+#include "reference/rms_norm.hpp"
+
+namespace kv {
+
+namespace {
+
+RmsMode parse_mode(const std::string& m) {
+  if (m == "llama") return RmsMode::llama;
+  if (m == "gemma") return RmsMode::gemma;
+  if (m == "none") return RmsMode::none;
+  throw UsageError("unknown rms_norm mode '" + m + "' (llama, gemma, none)");
+}
+
+class RmsNormBinding : public OpBinding {
+ public:
+  explicit RmsNormBinding(bool bwd) : bwd_(bwd) {}
+  std::string name() const override { return bwd_ ? "rms_norm.bwd" : "rms_norm.fwd"; }
+
+  std::vector<AttrSpec> attrs() const override {
+    std::vector<AttrSpec> a = {{"mode", false, "llama", {"llama", "gemma", "none"}},
+                               {"eps", true, hex_float(1e-6), {}},
+                               {"offset", true, hex_float(0.0), {}}};
+    if (bwd_) a.push_back({"m_rounding", false, "fp32", {"fp32", "x_dtype"}});
+    return a;
+  }
+  std::vector<std::string> dists() const override { return known_dists(); }
+
+  void normalize(Case& c) const override {
+    if (c.shape.empty()) throw UsageError("rms_norm needs a shape (..., N)");
+    for (auto d : c.shape)
+      if (d < 0) throw UsageError("negative dimension in shape " + shape_str(c.shape));
+    if (c.shape.back() == 0) throw UsageError("rms_norm needs a positive hidden size N (the last dimension)");
+    auto specs = attrs();
+    for (auto& [k, v] : c.attrs)
+      if (std::none_of(specs.begin(), specs.end(), [&](auto& s) { return s.name == k; }))
+        throw UsageError("unknown attribute '" + k + "' for " + name());
+    for (auto& s : specs) {
+      auto it = c.attrs.find(s.name);
+      if (it == c.attrs.end()) {
+        c.attrs[s.name] = s.def;
+      } else if (s.real) {
+        double v = parse_real(it->second, "attribute " + s.name);
+        if (!std::isfinite(v) || v < 0) throw UsageError("attribute " + s.name + " must be finite and >= 0");
+        it->second = hex_float(v);
+      } else if (std::find(s.choices.begin(), s.choices.end(), it->second) == s.choices.end()) {
+        throw UsageError("invalid " + s.name + " '" + it->second + "' for " + name());
+      }
+    }
+    if (std::find(known_dists().begin(), known_dists().end(), c.dist) == known_dists().end())
+      throw UsageError("unknown value distribution '" + c.dist + "'");
+    RmsMode mode = parse_mode(c.attrs["mode"]);
+    std::vector<std::string> names = bwd_ ? std::vector<std::string>{"dy", "x", "w", "rstd", "dx", "dw"}
+                                          : std::vector<std::string>{"x", "w", "y", "rstd"};
+    for (auto& [k, v] : c.dtypes)
+      if (std::find(names.begin(), names.end(), k) == names.end())
+        throw UsageError("rms_norm has no tensor '" + k + "'");
+    if (!c.dtypes.count("x")) c.dtypes["x"] = DType::f32;
+    DType x = c.dtypes["x"];
+    if (!c.dtypes.count("w")) c.dtypes["w"] = x;
+    DType stat = mode == RmsMode::none ? x : DType::f32;
+    if (c.dtypes.count("rstd") && c.dtypes["rstd"] != stat)
+      throw UsageError("rstd is " + std::string(dtype_name(stat)) + " in mode " + c.attrs["mode"]);
+    c.dtypes["rstd"] = stat;
+    if (bwd_) {
+      if (!c.dtypes.count("dy")) c.dtypes["dy"] = x;
+      if (!c.dtypes.count("dx")) c.dtypes["dx"] = x;
+      if (!c.dtypes.count("dw")) c.dtypes["dw"] = c.dtypes["w"];
+    } else if (!c.dtypes.count("y")) {
+      c.dtypes["y"] = x;
+    }
+    auto ts = tensors(c);
+    auto find = [&](const std::string& n) -> const TensorSpec* {
+      for (auto& t : ts)
+        if (t.name == n) return &t;
+      return nullptr;
+    };
+    for (auto& [name_, l] : c.layout) {
+      auto* t = find(name_);
+      if (!t) throw UsageError("layout names unknown tensor '" + name_ + "'");
+      if (!l.strides.empty() && l.strides.size() != t->shape.size())
+        throw UsageError("layout of " + name_ + " needs " + std::to_string(t->shape.size()) + " strides");
+      check_non_overlapping(name_, t->shape, l.strides);
+    }
+    for (auto& [out, in] : c.alias) {
+      auto *o = find(out), *i = find(in);
+      if (!o || !i || o->role != Role::output || i->role != Role::input)
+        throw UsageError("alias " + out + ":" + in + " must name an output and an input");
+      if (o->shape != i->shape || o->dtype != i->dtype)
+        throw UsageError("alias " + out + ":" + in + " needs the same shape and dtype");
+      if (c.layout.count(out) || c.layout.count(in))
+        throw UsageError("aliased tensors take the input's layout; give no layout for " + out + " or " + in);
+    }
+  }
+
+  std::vector<TensorSpec> tensors(const Case& c) const override {
+    std::vector<int64_t> rows_shape(c.shape.begin(), c.shape.end() - 1);
+    if (rows_shape.empty()) rows_shape = {1};
+    std::vector<int64_t> wshape = {c.shape.back()};
+    auto dt = [&](const char* n) { return c.dtypes.at(n); };
+    if (bwd_)
+      return {{"dy", c.shape, dt("dy"), Role::input},   {"x", c.shape, dt("x"), Role::input},
+              {"w", wshape, dt("w"), Role::input},      {"rstd", rows_shape, dt("rstd"), Role::input},
+              {"dx", c.shape, dt("dx"), Role::output},  {"dw", wshape, dt("dw"), Role::output}};
+    return {{"x", c.shape, dt("x"), Role::input},
+            {"w", wshape, dt("w"), Role::input},
+            {"y", c.shape, dt("y"), Role::output},
+            {"rstd", rows_shape, dt("rstd"), Role::output}};
+  }
+
+  void generate(const Case& c, TensorSet& ts) const override {
+    double offset = c.attr_real("offset");
+    auto x = ts.view("x");
+    fill_tensor(x, c.dist, c.seed, 0.0, 1.0);
+    // Weights near 1 after the offset is added, as trained RMSNorm weights are.
+    auto w = ts.view("w");
+    fill_tensor(w, "normal", c.seed, 1.0 - offset, 0.25);
+    if (!bwd_) return;
+    auto dy = ts.view("dy");
+    fill_tensor(dy, "normal", c.seed, 0.0, 1.0);
+    // rstd as the forward pass saves it: the defined rstd rounded to its dtype.
+    RmsParams q = params(c);
+    RmsData d = data(c, ts, false);
+    auto rs = ts.view("rstd");
+    EncPolicy p;
+    for (int64_t r = 0; r < q.rows; ++r) rs.store(r, rms_rstd_row(p, q, d.x.data() + r * q.n).m);
+  }
+
+  RefResult reference(const Case& c, const TensorSet& ts) const override {
+    EncPolicy p;  // no contract: an enclosure of the exact defined value
+    RefResult res;
+    res.method = "certified:double-enclosure";
+    auto put = [&](const char* n, const std::vector<Enc>& e) {
+      OutputRef o{n, {}, {}};
+      o.v.reserve(e.size());
+      o.err.reserve(e.size());
+      for (auto& x : e) o.v.push_back(x.m), o.err.push_back(x.r);
+      res.outputs.push_back(std::move(o));
+    };
+    compute(c, ts, p, put, true);
+    return res;
+  }
+
+  void refine(const Case& c, const TensorSet& ts, RefResult& ref,
+              const std::map<std::string, std::vector<int64_t>>& misses) const override {
+    // Rows whose elements missed the target are recomputed at two MPFR precisions; the
+    // result is "agreed" where they agree. dW depends on every row, so a dW miss
+    // recomputes the whole backward pass (bounded: small tensors only).
+    RmsParams q = params(c);
+    RmsData d = data(c, ts, bwd_);
+    std::set<int64_t> rows;
+    bool all = false;
+    for (auto& [name_, idx] : misses) {
+      if (name_ == "dw" && !idx.empty()) all = true;
+      for (int64_t i : idx) rows.insert(name_ == "rstd" ? i : i / q.n);
+    }
+    if (all) {
+      if (q.rows * q.n > (int64_t(1) << 22)) return;
+      rows.clear();
+      for (int64_t r = 0; r < q.rows; ++r) rows.insert(r);
+    }
+    if (rows.empty()) return;
+    const unsigned p1 = 128, p2 = 256;
+    auto run = [&](unsigned prec) {
+      mpfr_float::default_precision(prec);
+      ValuePolicy<mpfr_float> p;
+      std::map<std::string, std::vector<mpfr_float>> o;
+      if (!bwd_) {
+        o["y"].resize(static_cast<size_t>(q.rows * q.n));
+        o["rstd"].resize(static_cast<size_t>(q.rows));
+        for (int64_t r : rows) rms_fwd_row(p, q, d.x.data() + r * q.n, d.w.data(), o["y"].data() + r * q.n, o["rstd"][r]);
+      } else {
+        o["dx"].resize(static_cast<size_t>(q.rows * q.n));
+        std::vector<ValuePolicy<mpfr_float>::Sum> dw(static_cast<size_t>(q.n));
+        for (int64_t r : rows)
+          rms_bwd_row(p, q, d.dy.data() + r * q.n, d.x.data() + r * q.n, d.w.data(), d.rstd[r], o["dx"].data() + r * q.n,
+                      dw.data());
+        if (all)
+          for (auto& s : dw) o["dw"].push_back(s.s);
+      }
+      return o;
+    };
+    auto lo = run(p1), hi = run(p2);
+    mpfr_float::default_precision(p1);
+    auto update = [&](const std::string& name_, int64_t i) {
+      OutputRef& o = ref.at(name_);
+      double h, l;
+      split_hi_lo(hi[name_][i], h, l);
+      mpfr_float diff = abs(hi[name_][i] - lo[name_][i]);
+      o.v[i] = h;
+      o.err[i] = enc_detail::rup(diff.convert_to<double>() + std::fabs(l));
+    };
+    for (int64_t r : rows) {
+      for (const char* n : {"y", "dx"})
+        if (hi.count(n))
+          for (int64_t j = 0; j < q.n; ++j) update(n, r * q.n + j);
+      if (hi.count("rstd")) update("rstd", r);
+    }
+    if (hi.count("dw") && !hi["dw"].empty())
+      for (int64_t j = 0; j < q.n; ++j) update("dw", j);
+    ref.method += "+agreed:mpfr-128/256(" + std::to_string(rows.size()) + " rows)";
+  }
+
+  std::vector<OutputEnclosure> enclose(const Case& c, const TensorSet& ts, const Contract& k) const override {
+    EncPolicy p{&k};
+    std::vector<OutputEnclosure> out;
+    compute(c, ts, p,
+            [&](const char* n, const std::vector<Enc>& e) {
+              OutputEnclosure o{n, {}, {}, {}};
+              o.lo.reserve(e.size());
+              o.hi.reserve(e.size());
+              o.unverifiable.reserve(e.size());
+              for (auto& x : e) {
+                o.lo.push_back(enc_lo(x));
+                o.hi.push_back(enc_hi(x));
+                o.unverifiable.push_back(x.unv);
+              }
+              out.push_back(std::move(o));
+            },
+            true);
+    return out;
+  }
+
+ private:
+  bool bwd_;
+
+  static void check_non_overlapping(const std::string& n, const std::vector<int64_t>& shape,
+                                    const std::vector<int64_t>& strides) {
+    if (strides.empty()) return;
+    std::vector<size_t> order(shape.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+    int64_t extent = 1;
+    for (size_t i : order) {
+      if (strides[i] < 1) throw UsageError("layout of " + n + ": strides must be >= 1");
+      if (shape[i] > 1 && strides[i] < extent) throw UsageError("layout of " + n + ": strides overlap");
+      extent = strides[i] * shape[i];
+    }
+  }
+
+  static RmsParams params(const Case& c) {
+    RmsParams q;
+    q.mode = parse_mode(c.attr("mode"));
+    q.eps = c.attr_real("eps");
+    q.offset = c.attr_real("offset");
+    q.m_round_x = c.attrs.count("m_rounding") && c.attr("m_rounding") == "x_dtype";
+    q.x = c.dtypes.at("x");
+    q.n = c.shape.back();
+    q.rows = numel(c.shape) / q.n;
+    return q;
+  }
+
+  RmsData data(const Case& c, const TensorSet& ts, bool with_bwd) const {
+    RmsData d;
+    auto read = [&](const char* n, std::vector<double>& out) {
+      auto v = ts.view(n);
+      out.resize(static_cast<size_t>(v.desc.numel()));
+      for (size_t i = 0; i < out.size(); ++i) out[i] = v.get(static_cast<int64_t>(i));
+    };
+    read("x", d.x);
+    read("w", d.w);
+    if (with_bwd) {
+      read("dy", d.dy);
+      read("rstd", d.rstd);
+    }
+    (void)c;
+    return d;
+  }
+
+  template <class P, class Put>
+  void compute(const Case& c, const TensorSet& ts, const P& p, Put&& put, bool parallel) const {
+    RmsParams q = params(c);
+    RmsData d = data(c, ts, bwd_);
+    if (bwd_) {
+      auto o = rms_bwd(p, q, d, parallel);
+      put("dx", o.dx);
+      put("dw", o.dw);
+    } else {
+      auto o = rms_fwd(p, q, d, parallel);
+      put("y", o.y);
+      put("rstd", o.rstd);
+    }
+  }
+};
+
+}  // namespace
+
+void register_rms_norm_ops(Registry& r) {
+  r.add(std::make_unique<RmsNormBinding>(false));
+  r.add(std::make_unique<RmsNormBinding>(true));
+}
+
+}  // namespace kv

@@ -1,0 +1,159 @@
+// The enclosure scalar: midpoint-radius in double with the radius rounded outward.
+// Run with no contract it encloses the exact value of the defined computation (the
+// certified reference bound); run with a contract it encloses every output a correct
+// impl under that contract may produce before the final rounding.
+#pragma once
+#include <cmath>
+#include <limits>
+
+#include "core/contract.hpp"
+#include "core/dtype.hpp"
+
+namespace kv {
+
+struct Enc {
+  double m = 0;
+  double r = 0;
+  bool unv = false;  // the contract admits no useful bound (n_eff u >= 1)
+};
+
+namespace enc_detail {
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+/// Rounds a radius computed with a few RN operations up, so it stays a bound (each RN
+/// step errs by at most 2^-53 relative; 2^-50 covers eight of them). NaN becomes +inf.
+inline double rup(double x) {
+  if (!(x < kInf)) return kInf;
+  return x * (1.0 + 0x1p-50) + 0x1p-1074;
+}
+inline double down(double x) { return std::nextafter(x, -kInf); }
+inline double up(double x) { return std::nextafter(x, kInf); }
+}  // namespace enc_detail
+
+inline Enc enc_exact(double v) { return Enc{v, 0.0, false}; }
+
+/// An enclosure of [a, b] (a <= b, each already an outward bound).
+inline Enc enc_from_bounds(double a, double b, bool unv) {
+  using namespace enc_detail;
+  if (!(a > -kInf) || !(b < kInf)) return Enc{std::isfinite(a) ? a : (std::isfinite(b) ? b : 0.0), kInf, unv};
+  if (a == b) return Enc{a, 0.0, unv};
+  double m = a + (b - a) * 0.5;
+  return Enc{m, rup(std::fmax(b - m, m - a)), unv};
+}
+
+inline double enc_lo(const Enc& e) { return e.r == 0 ? e.m : enc_detail::down(e.m - e.r); }
+inline double enc_hi(const Enc& e) { return e.r == 0 ? e.m : enc_detail::up(e.m + e.r); }
+
+// Exact-math operations: the only error is the double rounding of the midpoint.
+/// Knuth's TwoSum: the exact rounding error of s = RN(a + b) under RN.
+inline double two_sum_err(double a, double b, double s) {
+  double bb = s - a;
+  return (a - (s - bb)) + (b - bb);
+}
+
+inline Enc operator+(const Enc& a, const Enc& b) {
+  double m = a.m + b.m;
+  double e = std::fabs(two_sum_err(a.m, b.m, m));
+  double r = (a.r == 0 && b.r == 0 && e == 0) ? 0.0 : enc_detail::rup(a.r + b.r + e);
+  return Enc{m, r, a.unv || b.unv};
+}
+inline Enc operator-(const Enc& a) { return Enc{-a.m, a.r, a.unv}; }
+inline Enc operator-(const Enc& a, const Enc& b) { return a + (-b); }
+inline Enc operator*(const Enc& a, const Enc& b) {
+  double m = a.m * b.m;
+  double r = enc_detail::rup(std::fabs(a.m) * b.r + a.r * std::fabs(b.m) + a.r * b.r + std::fabs(m) * 0x1p-53 + 0x1p-1074);
+  if (a.r == 0 && b.r == 0 && std::fma(a.m, b.m, -m) == 0.0) r = 0.0;  // exact product
+  return Enc{m, r, a.unv || b.unv};
+}
+inline Enc operator/(const Enc& a, const Enc& b) {
+  double den = (std::fabs(b.m) - b.r) * (1.0 - 0x1p-50);
+  if (!(den > 0)) return Enc{0.0, enc_detail::kInf, a.unv || b.unv};
+  double q = a.m / b.m;
+  double r = enc_detail::rup((a.r + std::fabs(q) * b.r) / den + std::fabs(q) * 0x1p-53 + 0x1p-1074);
+  if (a.r == 0 && b.r == 0 && std::fma(q, b.m, -a.m) == 0.0) r = 0.0;  // exact quotient
+  return Enc{q, r, a.unv || b.unv};
+}
+
+/// Mandated rounding: [lo, hi] maps to [RN(lo), RN(hi)] (rounding is monotone).
+inline Enc enc_round_to(const Enc& a, DType d) {
+  if (a.r == 0) return Enc{round_to(d, a.m), 0.0, a.unv};
+  return enc_from_bounds(round_to(d, enc_lo(a)), round_to(d, enc_hi(a)), a.unv);
+}
+
+/// 1/sqrt over [lo, hi], decreasing; each endpoint evaluation (two RN steps) is pushed
+/// outward by 2^-50 relative.
+inline Enc enc_rsqrt(const Enc& a) {
+  double lo = enc_lo(a), hi = enc_hi(a);
+  if (!(lo > 0)) return Enc{0.0, enc_detail::kInf, a.unv};
+  double fa = 1.0 / std::sqrt(hi) * (1.0 - 0x1p-50), fb = 1.0 / std::sqrt(lo) * (1.0 + 0x1p-50);
+  return enc_from_bounds(fa, fb, a.unv);
+}
+
+/// Widening by one rounding in a low-precision dtype with unit roundoff u: |RN(x) - x| <=
+/// u|x| + eta, eta the absolute error below the normal range (half the smallest
+/// subnormal, or the smallest normal when results flush to zero). Overflow admits ±inf.
+inline Enc enc_round_in(const Enc& a, DType d, double u, bool ftz) {
+  if (a.r == 0 && round_to(d, a.m) == a.m && !(ftz && a.m != 0 && std::fabs(a.m) < min_normal(d))) return a;
+  double mag = std::fabs(a.m) + a.r;
+  if (mag * (1.0 + u) >= max_finite(d)) return Enc{a.m, enc_detail::kInf, a.unv};
+  double eta = ftz ? min_normal(d) : min_subnormal(d) * 0.5;
+  return Enc{a.m, enc_detail::rup(a.r + u * mag + eta), a.unv};
+}
+
+/// Widening by k ulps of d (one ulp of x is at most 2^(1-p)|x|, or a subnormal step).
+inline Enc enc_widen_ulps(const Enc& a, DType d, double k) {
+  if (k == 0) return a;
+  double mag = std::fabs(a.m) + a.r;
+  double ulp_rel = std::ldexp(1.0, 1 - format_of(d).p);
+  return Enc{a.m, enc_detail::rup(a.r + k * (ulp_rel * mag + min_subnormal(d))), a.unv};
+}
+
+/// Running sum of enclosures: exact-math sum with the double rounding of the midpoint
+/// tracked; under a contract, finish() adds gamma_{n_eff}(u) * sum|t| (Higham, Accuracy
+/// and Stability, eq. 4.4 generalized: every term passes through at most n_eff additions).
+class EncSum {
+ public:
+  void add(const Enc& t) {
+    double s = m_ + t.m;
+    round_err_ += std::fabs(two_sum_err(m_, t.m, s));
+    m_ = s;
+    r_ += t.r;
+    abs_ += std::fabs(t.m) + t.r;
+    unv_ = unv_ || t.unv;
+    ++n_;
+  }
+  void merge(const EncSum& o) {
+    double s = m_ + o.m_;
+    round_err_ += o.round_err_ + std::fabs(two_sum_err(m_, o.m_, s));
+    m_ = s;
+    r_ += o.r_;
+    abs_ += o.abs_;
+    unv_ = unv_ || o.unv_;
+    n_ += o.n_ + 1;
+  }
+  /// Without a contract: the exact sum's enclosure. The three running sums of
+  /// non-negative terms are themselves rounded n times, so they are scaled up by
+  /// (1 + (n+2) 2^-52) before use.
+  Enc exact() const {
+    double k = 1.0 + static_cast<double>(n_ + 2) * 0x1p-52;
+    double r = r_ * k + round_err_ * k;
+    return Enc{m_, r == 0 ? 0.0 : enc_detail::rup(r), unv_};
+  }
+  /// Under a contract: accumulated in dtype d with unit roundoff u along n_eff additions.
+  Enc contract(DType d, double u, int64_t n_eff) const {
+    Enc e = exact();
+    double abs = abs_ * (1.0 + static_cast<double>(n_ + 2) * 0x1p-52);
+    if (abs == 0) return e;
+    double g = gamma_n(n_eff, u);
+    if (!(g < enc_detail::kInf)) return Enc{e.m, enc_detail::kInf, true};
+    if (abs * (1.0 + g) >= max_finite(d)) return Enc{e.m, enc_detail::kInf, e.unv};
+    return Enc{e.m, enc_detail::rup(e.r + g * abs), e.unv};
+  }
+  int64_t count() const { return n_; }
+
+ private:
+  double m_ = 0, r_ = 0, round_err_ = 0, abs_ = 0;
+  int64_t n_ = 0;
+  bool unv_ = false;
+};
+
+}  // namespace kv

@@ -1,0 +1,83 @@
+// Scalar policies a reference is written against: the primitives of DESIGN.md
+// (arithmetic, acc() for an accumulator-precision operation, mand() for a mandated
+// rounding, math functions, sums along a named reduced axis).
+#pragma once
+#include <qd/dd_real.h>
+
+#include <boost/multiprecision/mpfr.hpp>
+#include <cmath>
+#include <string>
+
+#include "core/contract.hpp"
+#include "core/dtype.hpp"
+#include "reference/enclosure.hpp"
+
+namespace kv {
+
+using mpfr_float = boost::multiprecision::mpfr_float;
+
+/// Splits a high-precision value into hi + lo doubles whose sum has the value's sign
+/// beyond hi exactly (enough to round it to any format of at most 24 bits).
+inline void split_hi_lo(double x, double& hi, double& lo) { hi = x, lo = 0; }
+inline void split_hi_lo(const dd_real& x, double& hi, double& lo) { hi = x.x[0], lo = x.x[1]; }
+inline void split_hi_lo(const mpfr_float& x, double& hi, double& lo) {
+  hi = x.convert_to<double>();
+  mpfr_float rest = x - hi;
+  lo = rest.convert_to<double>();
+}
+
+inline double to_double(double x) { return x; }
+inline double to_double(const dd_real& x) { return x.x[0]; }
+inline double to_double(const mpfr_float& x) { return x.convert_to<double>(); }
+
+/// The defined computation in a high-precision type S: accumulator operations are exact,
+/// mandated roundings are exact RNE.
+template <class S>
+struct ValuePolicy {
+  using T = S;
+  static constexpr bool kEnclosure = false;
+  T c(double v) const { return T(v); }
+  T acc(const T& x) const { return x; }
+  T mand(const T& x, DType d) const {
+    double hi, lo;
+    split_hi_lo(x, hi, lo);
+    return T(round_to(d, hi, lo));
+  }
+  T rsqrt(const T& x) const {
+    using std::sqrt;
+    return T(1) / sqrt(x);
+  }
+  struct Sum {
+    T s = T(0);
+    void add(const T& t) { s += t; }
+    void merge(const Sum& o) { s += o.s; }
+  };
+  Sum sum() const { return Sum{}; }
+  T finish(const Sum& s, const char* axis) const {
+    (void)axis;
+    return s.s;
+  }
+};
+
+/// The enclosure type. With k == nullptr it encloses the exact defined value (the
+/// certified bound of the double reference); with a contract it encloses every output a
+/// correct impl under k may produce.
+struct EncPolicy {
+  using T = Enc;
+  static constexpr bool kEnclosure = true;
+  const Contract* k = nullptr;
+  T c(double v) const { return enc_exact(v); }
+  T acc(const T& x) const { return k ? enc_round_in(x, k->acc, k->unit(), k->ftz) : x; }
+  T mand(const T& x, DType d) const { return enc_round_to(x, d); }
+  T rsqrt(const T& x) const {
+    T r = enc_rsqrt(x);
+    return k ? enc_widen_ulps(r, k->acc, k->ulps("rsqrt")) : r;
+  }
+  using Sum = EncSum;
+  Sum sum() const { return Sum{}; }
+  T finish(const Sum& s, const char* axis) const {
+    return k ? s.contract(k->acc, k->unit(), k->reduction(axis).n_eff()) : s.exact();
+  }
+};
+
+}  // namespace kv

@@ -1,0 +1,104 @@
+// RMSNorm forward and backward, written once over a scalar policy (OPS.md semantics).
+// Mandated roundings: llama rounds x*rstd to x's dtype; m_rounding=x_dtype rounds dy*W'
+// to x's dtype; `none` computes in x's dtype. Everything else is implementation latitude.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace kv {
+
+enum class RmsMode { llama, gemma, none };
+
+struct RmsParams {
+  RmsMode mode = RmsMode::llama;
+  double eps = 1e-6;     // as given; rounded to the compute dtype (a mandated rounding)
+  double offset = 0.0;   // W' = offset + w, computed in the compute dtype
+  bool m_round_x = false;  // bwd: m = dy * W' rounded to x's dtype (HF autograd) or kept (Liger)
+  DType x = DType::f32;    // x's dtype (llama's intermediate rounding, none's compute dtype)
+  int64_t rows = 0, n = 0;
+  /// fp32, or x's dtype in mode none.
+  DType compute() const { return mode == RmsMode::none ? x : DType::f32; }
+};
+
+/// Exact input values (low-precision inputs are exact in double).
+struct RmsData {
+  std::vector<double> x, w, dy, rstd;
+};
+
+template <class T>
+struct RmsFwdOut {
+  std::vector<T> y, rstd;
+};
+template <class T>
+struct RmsBwdOut {
+  std::vector<T> dx, dw;
+};
+
+template <class P>
+typename P::T rms_rstd_row(const P& p, const RmsParams& q, const double* x) {
+  using T = typename P::T;
+  auto s = p.sum();
+  for (int64_t j = 0; j < q.n; ++j) {
+    T xj = p.c(x[j]);
+    s.add(p.acc(xj * xj));
+  }
+  T ms = p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.n)));
+  T eps = p.mand(p.c(q.eps), q.compute());
+  return p.rsqrt(p.acc(ms + eps));
+}
+
+template <class P>
+void rms_fwd_row(const P& p, const RmsParams& q, const double* x, const double* w, typename P::T* y,
+                 typename P::T& rstd_out) {
+  using T = typename P::T;
+  T rstd = rms_rstd_row(p, q, x);
+  rstd_out = rstd;
+  T off = p.c(q.offset);
+  for (int64_t j = 0; j < q.n; ++j) {
+    T wj = p.acc(off + p.c(w[j]));
+    // Llama: RN_x(RN_fp32(x * rstd)), both roundings mandated.
+    T xr = q.mode == RmsMode::llama ? p.mand(p.mand(p.c(x[j]) * rstd, DType::f32), q.x) : p.acc(p.c(x[j]) * rstd);
+    y[j] = p.acc(xr * wj);
+  }
+}
+
+/// The dx part of one row; dW terms are added to per-column sums `dw` by the caller.
+template <class P, class Sum>
+void rms_bwd_row(const P& p, const RmsParams& q, const double* dy, const double* x, const double* w, double rstd,
+                 typename P::T* dx, Sum* dw) {
+  using T = typename P::T;
+  T r = p.c(rstd);
+  T off = p.c(q.offset);
+  auto s = p.sum();
+  std::vector<T> m(static_cast<size_t>(q.n));
+  for (int64_t j = 0; j < q.n; ++j) {
+    T wj = p.acc(off + p.c(w[j]));
+    T mj = p.c(dy[j]) * wj;
+    m[j] = q.m_round_x ? p.mand(mj, q.x) : p.acc(mj);
+    s.add(p.acc(m[j] * p.c(x[j])));
+  }
+  T sum = p.finish(s, "row");
+  // c = rstd^3 * sum(m x) / N, then dx = rstd*m - c*x.
+  T c = p.acc(p.acc(p.acc(r * r) * r) * p.acc(sum / p.c(static_cast<double>(q.n))));
+  for (int64_t j = 0; j < q.n; ++j) {
+    T xj = p.c(x[j]);
+    dx[j] = p.acc(p.acc(r * m[j]) - p.acc(c * xj));
+    T t = q.mode == RmsMode::llama ? p.mand(p.mand(xj * r, DType::f32), q.x) : p.acc(xj * r);
+    dw[j].add(p.acc(p.c(dy[j]) * t));
+  }
+}
+
+/// Forward over all rows (in parallel over rows when `parallel`).
+template <class P>
+RmsFwdOut<typename P::T> rms_fwd(const P& p, const RmsParams& q, const RmsData& d, bool parallel);
+/// Backward over all rows; dW sums are taken over fixed row chunks merged in order, so
+/// the result does not depend on the thread count.
+template <class P>
+RmsBwdOut<typename P::T> rms_bwd(const P& p, const RmsParams& q, const RmsData& d, bool parallel);
+
+}  // namespace kv
+
+#include "reference/rms_norm_impl.hpp"
