@@ -85,6 +85,31 @@ nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string&
   return j;
 }
 
+TensorSet allocate_tensors(const Case& c, const OpBinding& op) {
+  TensorSet ts;
+  for (auto& s : op.tensors(c)) {
+    TensorSlot slot;
+    slot.desc = TensorDesc{s.name, s.dtype, s.shape, {}, 0};
+    slot.role = s.role;
+    if (auto it = c.layout.find(s.name); it != c.layout.end()) {
+      slot.desc.strides = it->second.strides;
+      slot.desc.offset = it->second.offset;
+    }
+    if (auto it = c.alias.find(s.name); it != c.alias.end()) {
+      const TensorSlot& in = ts.at(it->second);
+      slot.alias_of = it->second;
+      slot.desc.strides = in.desc.strides;
+      slot.desc.offset = in.desc.offset;
+      slot.buffer = in.buffer;
+    } else {
+      slot.buffer = std::make_shared<Buffer>(static_cast<size_t>(slot.desc.storage_elems()) * dtype_size(s.dtype));
+      slot.buffer->poison(s.dtype);
+    }
+    ts.slots.push_back(std::move(slot));
+  }
+  return ts;
+}
+
 namespace {
 
 nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache) {
@@ -123,29 +148,8 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
     throw UsageError("shape " + shape_str(c.shape) + " does not fit in host memory: the case needs about " + gib(need) +
                      ", " + gib(avail) + " available");
 
-  // Allocate: every buffer poisoned, canaries on both sides.
   auto t0 = Clock::now();
-  TensorSet ts;
-  for (auto& s : specs) {
-    TensorSlot slot;
-    slot.desc = TensorDesc{s.name, s.dtype, s.shape, {}, 0};
-    slot.role = s.role;
-    if (auto it = c.layout.find(s.name); it != c.layout.end()) {
-      slot.desc.strides = it->second.strides;
-      slot.desc.offset = it->second.offset;
-    }
-    if (auto it = c.alias.find(s.name); it != c.alias.end()) {
-      const TensorSlot& in = ts.at(it->second);
-      slot.alias_of = it->second;
-      slot.desc.strides = in.desc.strides;
-      slot.desc.offset = in.desc.offset;
-      slot.buffer = in.buffer;
-    } else {
-      slot.buffer = std::make_shared<Buffer>(static_cast<size_t>(slot.desc.storage_elems()) * dtype_size(s.dtype));
-      slot.buffer->poison(s.dtype);
-    }
-    ts.slots.push_back(std::move(slot));
-  }
+  TensorSet ts = allocate_tensors(c, op);
   op.generate(c, ts);
   nlohmann::json inputs = nlohmann::json::object();
   std::map<std::string, uint64_t> raw_before;

@@ -43,6 +43,9 @@ nlohmann::json result_skeleton(const Case& c, const RunEnv& env);
 /// An `error` result line with a reason.
 nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string& reason);
 
+/// The case's tensors with their layouts and aliases: every buffer poisoned, canaried.
+TensorSet allocate_tensors(const Case& c, const OpBinding& op);
+
 /// Parses, normalizes and runs one case; never throws (errors become verdict `error`).
 nlohmann::json run_case(const std::string& case_str, const RunEnv& env, RefCache& cache);
 

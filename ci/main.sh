@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job: set up, build, and run kverify (the default suite unless arguments are
+# given) on the GPU when there is one, else on the host. Writes out/results.jsonl and
+# out/summary.html.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ci/build.sh
+if [ $# -eq 0 ]; then set -- run --out out; fi
+exec build/host/kverify "$@"

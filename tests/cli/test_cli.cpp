@@ -1,0 +1,124 @@
+// The command line end to end: usage errors exit 2 with a one-line reason; a crashing
+// or hanging impl becomes `error` for its case while the run goes on in a new worker.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "check/results.hpp"
+
+namespace {
+
+struct Out {
+  int code;
+  std::string text;  // stdout and stderr together
+};
+
+Out sh(const std::string& bin, const std::string& args) {
+  std::string cmd = bin + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+std::string tmpdir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("kv_cli_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+void expect_usage_error(const std::string& args, const std::string& needle) {
+  Out o = sh(KV_BIN, args);
+  EXPECT_EQ(o.code, 2) << args << "\n" << o.text;
+  EXPECT_NE(o.text.find(needle), std::string::npos) << args << "\n" << o.text;
+  // One line: the reason, nothing else.
+  EXPECT_EQ(std::count(o.text.begin(), o.text.end(), '\n'), 1) << o.text;
+}
+
+}  // namespace
+
+TEST(Cli, BadInputExitsTwoWithAOneLineReason) {
+  std::string out = " --out " + tmpdir("usage");
+  expect_usage_error("run --op nope" + out, "unknown op 'nope'");
+  expect_usage_error("run --op rms_norm.fwd --config num_warps=3" + out, "invalid config: num_warps=3");
+  expect_usage_error("run --op rms_norm.fwd --config bogus=1" + out, "no knob 'bogus'");
+  expect_usage_error("run --op rms_norm.fwd --shape -3x4" + out, "negative dimension");
+  expect_usage_error("run --op rms_norm.fwd --shape 4xq" + out, "malformed dimension");
+  expect_usage_error("run --op rms_norm.fwd --dtype fp64" + out, "unknown dtype 'fp64'");
+  expect_usage_error("run --op rms_norm.fwd --attrs mode=fancy" + out, "invalid mode 'fancy'");
+  expect_usage_error("replay 'not a case'" + out, "malformed case string");
+  expect_usage_error("replay 'kv1 op=rms_norm.fwd shape=4x4 gen=999'" + out, "generator version");
+  expect_usage_error("run --op rms_norm.fwd --device-profile sm_count=0" + out, "must be positive");
+  expect_usage_error("run --op rms_norm.fwd --device cuda" + out, "no CUDA support");
+}
+
+TEST(Cli, EmptyTensorRunsAndPasses) {
+  std::string d = tmpdir("empty");
+  Out o = sh(KV_BIN, "run --op rms_norm.fwd --op rms_norm.bwd --shape 0x64 --dtype bf16 --out " + d);
+  EXPECT_EQ(o.code, 0) << o.text;
+  auto lines = kv::read_results(d + "/results.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  for (auto& j : lines) EXPECT_EQ(j["verdict"], "pass");
+  EXPECT_TRUE(std::filesystem::exists(d + "/summary.html"));
+}
+
+TEST(Cli, ReplayReproducesTheSameOutputDigests) {
+  std::string d = tmpdir("replay");
+  Out o = sh(KV_BIN, "run --op rms_norm.bwd --shape 3x77 --dtype bf16 --config num_warps=2,dw=per_sm --out " + d);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto first = kv::read_results(d + "/results.jsonl").at(0);
+  o = sh(KV_BIN, "replay '" + first["case"].get<std::string>() + "' --out " + d);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto lines = kv::read_results(d + "/results.jsonl");
+  ASSERT_EQ(lines.size(), 2u);  // appended, nothing lost
+  EXPECT_EQ(lines[1]["case"], first["case"]);
+  EXPECT_EQ(lines[1]["inputs"], first["inputs"]);
+  EXPECT_EQ(lines[1]["outputs"]["dw"]["digest"], first["outputs"]["dw"]["digest"]);
+}
+
+TEST(Cli, FailureExitsOneAndPrintsAReplayableCase) {
+  std::string d = tmpdir("fail");
+  Out o = sh(KV_TESTBIN, "run --op rms_norm.fwd --impl host.bug.write_nan --shape 2x64 --dtype fp32 --out " + d);
+  EXPECT_EQ(o.code, 1) << o.text;
+  auto j = kv::read_results(d + "/results.jsonl").at(0);
+  EXPECT_EQ(j["verdict"], "fail");
+  EXPECT_GE(j["outputs"]["y"]["n_nan_mismatch"].get<int>(), 1);
+}
+
+TEST(Cli, CrashAndHangAreContainedAndTheRunGoesOn) {
+  std::string d = tmpdir("worker");
+  std::ofstream(d + "/suite.json") << R"({"entries": [
+    {"ops": ["rms_norm.fwd"], "impls": ["test.crash", "host", "test.hang", "host"], "shapes": ["2x32"], "seeds": [1]},
+    {"ops": ["rms_norm.fwd"], "impls": ["host"], "shapes": ["2x33"], "seeds": [1]}]})";
+  Out o = sh(KV_TESTBIN, "run --suite " + d + "/suite.json --timeout 3 --out " + d);
+  EXPECT_EQ(o.code, 1) << o.text;
+  auto lines = kv::read_results(d + "/results.jsonl");
+  ASSERT_EQ(lines.size(), 4u) << o.text;  // duplicates of host are dropped
+  EXPECT_EQ(lines[0]["verdict"], "error");
+  EXPECT_NE(lines[0]["reason"].get<std::string>().find("worker crashed (signal 11"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1]["verdict"], "pass");
+  EXPECT_EQ(lines[2]["verdict"], "error");
+  EXPECT_NE(lines[2]["reason"].get<std::string>().find("watchdog"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[3]["verdict"], "pass");
+}
+
+TEST(Cli, ListShowsOpsImplsKnobsAndContracts) {
+  Out o = sh(KV_BIN, "list --json");
+  ASSERT_EQ(o.code, 0);
+  auto j = nlohmann::json::parse(o.text);
+  std::set<std::string> ops;
+  for (auto& op : j) {
+    ops.insert(op["op"]);
+    ASSERT_FALSE(op["impls"].empty());
+    EXPECT_TRUE(op["impls"][0]["contract_example"]["contract"].contains("reductions"));
+  }
+  EXPECT_TRUE(ops.count("rms_norm.fwd") && ops.count("rms_norm.bwd"));
+  EXPECT_EQ(o.text.find("host.bug"), std::string::npos);  // test-only impls stay hidden
+}

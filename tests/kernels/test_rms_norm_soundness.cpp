@@ -1,0 +1,81 @@
+// Soundness: the correct host impl never fails, whatever summation order its contract
+// allows (ascending, descending, shuffled lanes), and not under upward rounding against
+// a contract with u = 2^-23.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "test_util.hpp"
+
+namespace {
+
+using kv::DType;
+
+std::map<std::string, DType> gen_dtypes() {
+  const DType x = *rc::gen::element(DType::f32, DType::f16, DType::bf16);
+  std::map<std::string, DType> d = {{"x", x}};
+  if (*rc::gen::arbitrary<bool>()) d["w"] = *rc::gen::element(DType::f32, DType::f16, DType::bf16);
+  return d;
+}
+
+void expect_sound(const nlohmann::json& j) {
+  const std::string v = j["verdict"];
+  RC_ASSERT(v == "pass" || v == "unverifiable");
+  if (v == "unverifiable") RC_ASSERT(j["attrs"]["mode"] == "none");  // only low-precision accumulation
+}
+
+}  // namespace
+
+RC_GTEST_PROP(RmsSoundness, HostImplPassesUnderEveryAllowedOrder, ()) {
+  const bool bwd = *rc::gen::arbitrary<bool>();
+  const int64_t rows = *rc::gen::inRange<int64_t>(0, 6);
+  const int64_t n = *rc::gen::oneOf(rc::gen::inRange<int64_t>(1, 300),
+                                    rc::gen::element<int64_t>(123, 511, 512, 513, 1536, 4097));
+  kv::Case c = kvtest::rms_case(bwd, "host", {rows, n}, gen_dtypes(),
+                                *rc::gen::element<std::string>("llama", "gemma", "none"),
+                                *rc::gen::inRange<uint64_t>(0, 1000000),
+                                *rc::gen::element<std::string>("normal", "uniform", "tiny", "large", "mean_shift", "wide"));
+  c.config["num_warps"] = *rc::gen::element<std::string>("1", "2", "4", "8", "16", "32");
+  c.config["order"] = *rc::gen::element<std::string>("asc", "desc", "shuffle");
+  if (bwd) {
+    c.config["dw"] = *rc::gen::element<std::string>("fixed_partials", "per_sm", "serial");
+    c.attrs["m_rounding"] = *rc::gen::element<std::string>("fp32", "x_dtype");
+  }
+  c.attrs["offset"] = *rc::gen::element<std::string>("0", "1");
+  c.attrs["eps"] = *rc::gen::element<std::string>("1e-6", "1e-5", "0");
+  auto j = kvtest::run_in_process(c);
+  RC_LOG() << j.dump() << "\n";
+  expect_sound(j);
+}
+
+TEST(RmsSoundness, UpwardRoundingAgainstTwiceTheUnitRoundoff) {
+  // host.upward runs the host impl under fesetround(FE_UPWARD) and declares u = 2^(1-p).
+  for (bool bwd : {false, true})
+    for (const char* mode : {"llama", "gemma", "none"})
+      for (DType x : {DType::f32, DType::bf16, DType::f16})
+        for (int64_t n : {123, 1536, 4096}) {
+          auto j = kvtest::run_in_process(kvtest::rms_case(bwd, "host.upward", {3, n}, {{"x", x}}, mode, 11));
+          const std::string v = j["verdict"];
+          EXPECT_TRUE(v == "pass" || (v == "unverifiable" && std::string(mode) == "none")) << j["case"] << ": " << v
+                                                                                             << " " << j.value("reason", "");
+        }
+}
+
+TEST(RmsSoundness, EmptyTensorIsAValidPassingCase) {
+  for (bool bwd : {false, true}) {
+    auto j = kvtest::run_in_process(kvtest::rms_case(bwd, "host", {0, 64}, {{"x", DType::bf16}}, "llama", 1));
+    EXPECT_EQ(j["verdict"], "pass") << j.dump();
+  }
+}
+
+TEST(RmsSoundness, StridedMisalignedAndInPlaceLayoutsPass) {
+  // A padded row stride, a 2-byte misaligned base, and dx written into dy's storage.
+  kv::Case f = kvtest::rms_case(false, "host", {4, 100}, {{"x", DType::bf16}}, "llama", 3);
+  f.layout["x"] = {1, {128, 1}};
+  f.layout["y"] = {3, {101, 1}};
+  auto j = kvtest::run_in_process(f);
+  EXPECT_EQ(j["verdict"], "pass") << j.dump();
+  kv::Case b = kvtest::rms_case(true, "host", {4, 100}, {{"x", DType::bf16}}, "llama", 3);
+  b.alias["dx"] = "dy";
+  j = kvtest::run_in_process(b);
+  EXPECT_EQ(j["verdict"], "pass") << j.dump();
+}

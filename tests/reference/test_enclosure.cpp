@@ -1,0 +1,129 @@
+// The enclosure scalar: every operation's result must contain the exact result of the
+// operation on any points of its operands (checked in 256-bit MPFR), and contract sums
+// must contain every float summation order the contract allows.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cfenv>
+#include <random>
+
+#include "reference/enclosure.hpp"
+#include "reference/policy.hpp"
+
+namespace {
+
+using kv::Enc;
+using kv::mpfr_float;
+
+Enc gen_enc(bool positive) {
+  double m = *rc::gen::inRange(-100000, 100000) / 1000.0 + *rc::gen::inRange(0, 1000) * 0x1p-30;
+  if (positive) m = std::fabs(m) + 0.001;
+  int rel = *rc::gen::inRange(0, 40);
+  double r = *rc::gen::element(0, 1) ? 0.0 : std::fabs(m) * std::ldexp(1.0, -10 - rel);
+  return Enc{m, r, false};
+}
+
+/// A point of the enclosure: m + t r, t in [-1, 1].
+mpfr_float point(const Enc& e) {
+  double t = *rc::gen::inRange(-1000, 1001) / 1000.0;
+  return mpfr_float(e.m) + mpfr_float(t) * mpfr_float(e.r);
+}
+
+bool inside(const mpfr_float& x, const Enc& e) { return abs(x - mpfr_float(e.m)) <= mpfr_float(e.r); }
+
+double rn(kv::DType d, const mpfr_float& x) {
+  double hi, lo;
+  kv::split_hi_lo(x, hi, lo);
+  return kv::round_to(d, hi, lo);
+}
+
+}  // namespace
+
+RC_GTEST_PROP(Enclosure, ArithmeticContainsExactResults, ()) {
+  mpfr_float::default_precision(256);
+  Enc a = gen_enc(false), b = gen_enc(true);
+  mpfr_float x = point(a), y = point(b);
+  RC_ASSERT(inside(x + y, a + b));
+  RC_ASSERT(inside(x - y, a - b));
+  RC_ASSERT(inside(x * y, a * b));
+  RC_ASSERT(inside(x / y, a / b));
+  RC_ASSERT(inside(1 / sqrt(y), kv::enc_rsqrt(b)));
+}
+
+RC_GTEST_PROP(Enclosure, RoundingsContainEveryRoundedPoint, ()) {
+  mpfr_float::default_precision(256);
+  Enc a = gen_enc(false);
+  mpfr_float x = point(a);
+  for (kv::DType d : {kv::DType::f32, kv::DType::f16, kv::DType::bf16}) {
+    RC_ASSERT(inside(mpfr_float(rn(d, x)), kv::enc_round_to(a, d)));
+    RC_ASSERT(inside(mpfr_float(rn(d, x)), kv::enc_round_in(a, d, kv::unit_roundoff(d), false)));
+    // Directed rounding errs by up to a full ulp: a contract with u = 2^(1-p) covers it.
+    double hi, lo;
+    kv::split_hi_lo(x, hi, lo);
+    double up = kv::round_to(d, hi, lo);
+    if (mpfr_float(up) < x) up += kv::ulp(d, up);  // the next value above, or one beyond
+    RC_ASSERT(inside(mpfr_float(up), kv::enc_round_in(a, d, 2 * kv::unit_roundoff(d), false)));
+  }
+}
+
+RC_GTEST_PROP(Enclosure, MathUlpsWidenByDeclaredUlps, ()) {
+  mpfr_float::default_precision(256);
+  Enc a = gen_enc(true);
+  mpfr_float x = point(a);
+  // Any float within 2 ulps of the exact rsqrt lies in the widened enclosure.
+  float f = static_cast<float>(rn(kv::DType::f32, 1 / sqrt(x)));
+  float lo = std::nextafter(std::nextafter(f, 0.0f), 0.0f), hi = std::nextafter(std::nextafter(f, INFINITY), INFINITY);
+  Enc w = kv::enc_widen_ulps(kv::enc_rsqrt(a), kv::DType::f32, 2);
+  RC_ASSERT(inside(mpfr_float(lo), w));
+  RC_ASSERT(inside(mpfr_float(hi), w));
+}
+
+RC_GTEST_PROP(Enclosure, ContractSumContainsEveryOrder, ()) {
+  mpfr_float::default_precision(256);
+  const int n = *rc::gen::inRange(1, 600);
+  const bool mixed = *rc::gen::arbitrary<bool>();
+  std::vector<float> t(static_cast<size_t>(n));
+  std::mt19937 g(*rc::gen::arbitrary<uint32_t>());
+  std::normal_distribution<float> nd(mixed ? 0.0f : 3.0f, 1.0f);
+  for (auto& v : t) v = nd(g) * (mixed ? std::ldexp(1.0f, static_cast<int>(g() % 20) - 10) : 1.0f);
+  kv::EncSum s;
+  mpfr_float exact = 0;
+  for (float v : t) s.add(kv::enc_exact(v)), exact += v;
+  RC_ASSERT(inside(exact, s.exact()));
+  Enc bound = s.contract(kv::DType::f32, kv::unit_roundoff(kv::DType::f32), n);
+  for (int rep = 0; rep < 4; ++rep) {
+    std::shuffle(t.begin(), t.end(), g);
+    float acc = 0;
+    for (float v : t) acc += v;
+    RC_ASSERT(inside(mpfr_float(acc), bound));
+  }
+  // Upward rounding needs u = 2^-23.
+  std::fesetround(FE_UPWARD);
+  volatile float up = 0;
+  for (float v : t) up = up + v;
+  std::fesetround(FE_TONEAREST);
+  RC_ASSERT(inside(mpfr_float(static_cast<float>(up)), s.contract(kv::DType::f32, 0x1p-23, n)));
+}
+
+TEST(Enclosure, ContractSumIsUnverifiableWhenNeffTimesUReachesOne) {
+  kv::EncSum s;
+  for (int i = 0; i < 300; ++i) s.add(kv::enc_exact(1.0));
+  EXPECT_FALSE(s.contract(kv::DType::bf16, kv::unit_roundoff(kv::DType::bf16), 255).unv);
+  EXPECT_TRUE(s.contract(kv::DType::bf16, kv::unit_roundoff(kv::DType::bf16), 256).unv);
+  EXPECT_TRUE(std::isinf(kv::gamma_n(256, 0x1p-8)));
+}
+
+TEST(Enclosure, ExactOperationsStayPoints) {
+  EXPECT_EQ((kv::enc_exact(1.5) * kv::enc_exact(2.0)).r, 0.0);
+  EXPECT_EQ((kv::enc_exact(1.5) + kv::enc_exact(2.0)).r, 0.0);
+  EXPECT_GT((kv::enc_exact(1.0) / kv::enc_exact(3.0)).r, 0.0);
+  // A value representable in the accumulator is not widened; one that is not, is.
+  EXPECT_EQ(kv::enc_round_in(kv::enc_exact(1.5), kv::DType::bf16, 0x1p-8, false).r, 0.0);
+  EXPECT_GT(kv::enc_round_in(kv::enc_exact(1.0 / 3), kv::DType::bf16, 0x1p-8, false).r, 0.0);
+}
+
+TEST(Enclosure, OverflowAdmitsInfinity) {
+  Enc big = kv::enc_round_in(kv::enc_exact(70000.0), kv::DType::f16, 0x1p-11, false);
+  EXPECT_TRUE(std::isinf(big.r));
+}

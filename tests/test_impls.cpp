@@ -1,0 +1,93 @@
+// Registration of the test-only impls.
+#include "test_impls.hpp"
+
+#include <cfenv>
+#include <csignal>
+#include <thread>
+
+namespace kvtest {
+
+namespace {
+
+/// Wraps the host impl's knobs and contract but misbehaves when run.
+class Misbehaving : public kv::Impl {
+ public:
+  enum Kind { crash, hang };
+  Misbehaving(Kind k) : kind_(k), base_(kv::make_host_rms_norm(false)) {}
+  std::string op() const override { return "rms_norm.fwd"; }
+  std::string name() const override { return kind_ == crash ? "test.crash" : "test.hang"; }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return "test"; }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_->knobs(); }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override { return base_->contract(c, p); }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    if (kind_ == crash) std::raise(SIGSEGV);
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+
+ private:
+  Kind kind_;
+  std::unique_ptr<kv::Impl> base_;
+};
+
+/// The host impl run under upward rounding, declaring u = 2^(1-p) for its accumulator.
+class Upward : public kv::Impl {
+ public:
+  explicit Upward(bool bwd) : base_(kv::make_host_rms_norm(bwd)) {}
+  std::string op() const override { return base_->op(); }
+  std::string name() const override { return "host.upward"; }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return "test"; }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_->knobs(); }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    kv::Contract k = base_->contract(c, p);
+    k.u = 2 * kv::unit_roundoff(k.acc);
+    return k;
+  }
+  std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_->workspaces(c, p);
+  }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    std::fesetround(FE_UPWARD);
+    base_->run(ts, c, p);
+    std::fesetround(FE_TONEAREST);
+  }
+
+ private:
+  std::unique_ptr<kv::Impl> base_;
+};
+
+}  // namespace
+
+const std::vector<PlantedBug>& planted_bugs() {
+  using kv::RmsBug;
+  static const std::vector<PlantedBug> b = {
+      {RmsBug::bf16_accumulation, "bf16_accumulation", false},
+      {RmsBug::drop_last_square, "drop_last_square", false},
+      {RmsBug::eps_outside_sqrt, "eps_outside_sqrt", false},
+      {RmsBug::divide_by_n_minus_1, "divide_by_n_minus_1", false},
+      {RmsBug::gemma_for_llama, "gemma_for_llama", false},
+      {RmsBug::drop_last_dw_row, "drop_last_dw_row", true},
+      {RmsBug::truncate_to_bf16, "truncate_to_bf16", false},
+      {RmsBug::write_nan, "write_nan", false},
+      {RmsBug::leave_unwritten, "leave_unwritten", false},
+      {RmsBug::write_past_end, "write_past_end", false},
+  };
+  return b;
+}
+
+void register_test_impls() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  auto& r = kv::registry();
+  for (auto& b : planted_bugs()) r.add(kv::make_host_rms_norm(b.bwd, b.bug, "host.bug." + b.name));
+  r.add(std::make_unique<Upward>(false));
+  r.add(std::make_unique<Upward>(true));
+  r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
+  r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
+}
+
+}  // namespace kvtest

@@ -1,0 +1,40 @@
+// Helpers shared by the tests: run a case in this process, build case strings.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "check/runner.hpp"
+#include "core/case.hpp"
+#include "core/registry.hpp"
+
+namespace kvtest {
+
+inline kv::RunEnv host_env() {
+  kv::RunEnv env;
+  env.device = kv::host_device();
+  env.run_id = "test";
+  return env;
+}
+
+/// Runs a normalized case in-process (no worker) and returns its result line.
+inline nlohmann::json run_in_process(kv::Case c) {
+  kv::registry().normalize(c);
+  kv::RefCache cache;
+  return kv::run_case(c.str(), host_env(), cache);
+}
+
+inline kv::Case rms_case(bool bwd, const std::string& impl, std::vector<int64_t> shape,
+                         std::map<std::string, kv::DType> dtypes, std::string mode, uint64_t seed,
+                         std::string dist = "normal") {
+  kv::Case c;
+  c.op = bwd ? "rms_norm.bwd" : "rms_norm.fwd";
+  c.impl = impl;
+  c.shape = std::move(shape);
+  c.dtypes = std::move(dtypes);
+  c.attrs["mode"] = std::move(mode);
+  c.seed = seed;
+  c.dist = std::move(dist);
+  return c;
+}
+
+}  // namespace kvtest
