@@ -228,11 +228,12 @@ class HostRmsNorm : public Impl {
       bool skip_dw = bug_ == RmsBug::drop_last_dw_row && r == rows - 1;
       float* pp = part + (pos / per_part) * n;
       for (int64_t j = 0; j < n; ++j) {
-        float xv = static_cast<float>(x.get(r * n + j));
-        store(dx, r * n + j, ar(ar(rstd * m[j]) - ar(cc * xv)));
+        // dy is read before dx is stored: dx may be written into dy's storage (in place).
+        float xv = static_cast<float>(x.get(r * n + j)), dyv = static_cast<float>(dy.get(r * n + j));
         float t = ar(xv * rstd);
         if (llama) t = round_x(t, c);
-        if (!skip_dw) pp[j] = ar(pp[j] + ar(static_cast<float>(dy.get(r * n + j)) * t));
+        if (!skip_dw) pp[j] = ar(pp[j] + ar(dyv * t));
+        store(dx, r * n + j, ar(ar(rstd * m[j]) - ar(cc * xv)));
       }
     }
     // Second stage: the partials summed serially in order.
