@@ -132,6 +132,10 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   }
   Contract k = impl.contract(c, prof);
   j["contract"] = k.to_json();
+  for (auto& [fn, ulps] : k.math_ulps)
+    if (auto it = env.measured_ulps.find(fn); it != env.measured_ulps.end() && ulps < it->second)
+      throw HarnessError("contract of " + impl.name() + " cites " + std::to_string(ulps) + " ulp for " + fn +
+                         ", calibration measured " + std::to_string(it->second) + " on this device");
 
   // Memory: storage plus the reference's per-element value, bound and enclosure.
   auto specs = op.tensors(c);
@@ -240,6 +244,7 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   double t_check = since(t0);
   j["timings"] = {{"generate_s", t_generate}, {"reference_s", t_reference}, {"enclose_s", t_enclose},
                   {"impl_s", t_impl},         {"check_s", t_check},         {"total_s", since(t_total)}};
+  for (auto& [k2, v] : ts.timings) j["timings"][k2] = v;
   if (any_fail) {
     j["verdict"] = "fail";
     std::string r;
@@ -266,6 +271,11 @@ nlohmann::json run_case(const std::string& case_str, const RunEnv& env, RefCache
     return error_result(c, env, std::string("invalid case: ") + e.what());
   } catch (const HarnessError& e) {
     return error_result(c, env, std::string("harness error: ") + e.what());
+  } catch (const DeviceError& e) {
+    auto j = error_result(c, env, std::string("device error: ") + e.what() +
+                                      (e.sticky ? "; the worker ends and is restarted" : ""));
+    if (e.sticky) j["worker_exit"] = true;
+    return j;
   } catch (const std::bad_alloc&) {
     return error_result(c, env, "out of host memory while running the case");
   } catch (const std::exception& e) {

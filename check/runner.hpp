@@ -18,6 +18,9 @@ inline constexpr int kResultSchemaVersion = 1;
 struct RunEnv {
   DeviceInfo device;
   std::string run_id;
+  /// Measured max ulp error per math function on this device (calibrate-math); a
+  /// contract citing fewer ulps is a harness error. Empty on the host.
+  std::map<std::string, double> measured_ulps;
 };
 
 /// Reference results by input identity, reused by every impl and config sharing it.

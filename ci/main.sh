@@ -4,6 +4,6 @@
 # out/summary.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ci/build.sh
+preset=$(ci/build.sh | tail -n 1)
 if [ $# -eq 0 ]; then set -- run --out out; fi
-exec build/host/kverify "$@"
+exec "build/$preset/kverify" "$@"

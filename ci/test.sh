@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: set up, build, run every test (GoogleTest + RapidCheck) with CTest.
-# KVERIFY_TEST_LEVEL=full raises the RapidCheck case count for nightly runs.
+# GPU tests skip, saying why, where there is no GPU. KVERIFY_TEST_LEVEL=full raises the
+# RapidCheck case count (nightly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ci/build.sh
+preset=$(ci/build.sh | tail -n 1)
 if [ "${KVERIFY_TEST_LEVEL:-fast}" = "full" ]; then export RC_PARAMS="max_success=1000"; fi
-ctest --preset host
+ctest --preset "$preset"

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 
@@ -15,6 +16,10 @@
 #include "core/registry.hpp"
 #include "kv_default_suite.hpp"
 #include "reports/summary.hpp"
+#ifdef KV_HAVE_CUDA
+#include "check/calibrate.hpp"
+#include "core/cuda/cuda_device.hpp"
+#endif
 
 namespace kv {
 
@@ -38,9 +43,21 @@ void add_common(CLI::App* app, Common& c) {
 
 RunEnv make_env(const Common& c) {
   RunEnv env;
-  std::string kind = c.device == "auto" ? "host" : c.device;
+  std::string kind = c.device;
+#ifdef KV_HAVE_CUDA
+  std::string why;
+  if (kind == "auto") kind = cuda_device_count(&why) > 0 ? "cuda" : "host";
+  if (kind == "cuda") {
+    if (cuda_device_count(&why) == 0) throw UsageError("--device cuda: no usable GPU (" + why + ")");
+    env.device = cuda_device(0);
+  } else {
+    env.device = host_device();
+  }
+#else
+  if (kind == "auto") kind = "host";
   if (kind == "cuda") throw UsageError("this build has no CUDA support (configure with -DKVERIFY_CUDA=ON)");
   env.device = host_device();
+#endif
   env.device.profile.apply_overrides(c.profile);
   auto now = std::chrono::system_clock::now().time_since_epoch();
   std::random_device rd;
@@ -139,7 +156,10 @@ int cmd_list(bool json_out) {
       std::cout << " " << a["name"].get<std::string>();
       if (!a["choices"].empty()) {
         std::string ch;
-        for (auto& c : a["choices"]) ch += (ch.empty() ? "" : "|") + c.get<std::string>();
+        for (auto& c : a["choices"]) {
+          if (!ch.empty()) ch += '|';
+          ch += c.get<std::string>();
+        }
         std::cout << "=" << ch;
       }
     }
@@ -193,6 +213,12 @@ int kverify_main(int argc, char** argv) {
   add_common(replay, pc);
   replay->add_option("case", replay_case, "the case string (kv1 op=... )")->required();
 
+  Common cc;
+  std::string calib_out = "out/calibration.json";
+  auto* calib = app.add_subcommand("calibrate-math", "measure the GPU's math-function ulp errors (exhaustive fp32)");
+  calib->add_option("--device", cc.device, "cuda (the default when a GPU is present)");
+  calib->add_option("--out", calib_out, "where to write the calibration JSON");
+
   Common wc;
   std::string worker_run_id;
   auto* worker = app.add_subcommand("__worker", "internal: the worker process");
@@ -214,7 +240,27 @@ int kverify_main(int argc, char** argv) {
     if (*worker) {
       RunEnv env = make_env(wc);
       env.run_id = worker_run_id;
+#ifdef KV_HAVE_CUDA
+      // Contracts are held to what this GPU's math functions measurably do.
+      if (env.device.kind == "cuda") env.measured_ulps = calibrate_math().max_ulps;
+#endif
       return worker_main(env);
+    }
+    if (*calib) {
+#ifdef KV_HAVE_CUDA
+      RunEnv env = make_env(cc);
+      if (env.device.kind != "cuda") throw UsageError("calibrate-math needs a GPU (--device cuda)");
+      MathCalibration m = calibrate_math();
+      nlohmann::json j = {{"schema", 1}, {"device", env.device.to_json()}, {"build", build_info()},
+                          {"max_ulps", m.max_ulps}, {"functions", m.detail}};
+      std::filesystem::path p(calib_out);
+      if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+      std::ofstream(calib_out) << j.dump(2) << "\n";
+      std::cout << j.dump(2) << "\n";
+      return 0;
+#else
+      throw UsageError("calibrate-math needs a CUDA build (configure with -DKVERIFY_CUDA=ON)");
+#endif
     }
     if (*replay) {
       RunEnv env = make_env(pc);

@@ -97,6 +97,7 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
       try {
         auto j = nlohmann::json::parse(answer);
         if (!j.is_object() || !j.contains("verdict")) throw std::runtime_error("no verdict");
+        if (j.value("worker_exit", false)) stop(false);  // it exits after a sticky error
         return j;
       } catch (const std::exception&) {
         std::string how = stop(true);
@@ -135,6 +136,7 @@ int worker_main(const RunEnv& env) {
     std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::fwrite(s.data(), 1, s.size(), out);
     std::fflush(out);
+    if (j.value("worker_exit", false)) return 3;  // sticky device error: start afresh
   }
   return 0;
 }

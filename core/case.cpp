@@ -91,7 +91,8 @@ int64_t parse_int(std::string_view s, std::string_view what) {
   if (str.empty()) throw UsageError("empty " + std::string(what));
   char* end = nullptr;
   errno = 0;
-  long long v = std::strtoll(str.c_str(), &end, 0);
+  // Base 10 only: a leading zero is not octal.
+  long long v = std::strtoll(str.c_str(), &end, 10);
   if (end != str.c_str() + str.size() || errno == ERANGE)
     throw UsageError("malformed " + std::string(what) + " '" + str + "'");
   return v;
@@ -181,8 +182,9 @@ Case Case::parse(std::string_view s) {
       std::string sv(v);
       char* end = nullptr;
       errno = 0;
-      c.seed = std::strtoull(sv.c_str(), &end, 0);
-      if (sv.empty() || end != sv.c_str() + sv.size() || errno == ERANGE || sv[0] == '-')
+      c.seed = std::strtoull(sv.c_str(), &end, 10);
+      bool digits = !sv.empty() && sv.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || end != sv.c_str() + sv.size() || errno == ERANGE)
         throw UsageError("malformed seed '" + sv + "'");
     } else if (k == "gen") {
       c.gen = static_cast<int>(parse_int(v, "generator version"));

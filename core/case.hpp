@@ -42,7 +42,7 @@ struct Case {
   /// Hash of the replay string.
   uint64_t case_id() const;
   /// Hash of everything that determines the input bits and the op's defined outputs:
-  /// the case without impl, config and layout. References are shared under it.
+  /// the case without impl, config, layout and alias. References are shared under it.
   uint64_t input_id() const;
 
   double attr_real(const std::string& name) const;

@@ -15,4 +15,11 @@ struct HarnessError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// An error from a device runtime (e.g. CUDA). A sticky one leaves the device context
+/// unusable: the worker answers `error` for the case, then exits and is restarted.
+struct DeviceError : std::runtime_error {
+  DeviceError(const std::string& what, bool sticky) : std::runtime_error(what), sticky(sticky) {}
+  bool sticky;
+};
+
 }  // namespace kv

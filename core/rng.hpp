@@ -20,7 +20,7 @@ PhiloxKey philox_key(uint64_t seed, std::string_view tensor);
 std::array<uint32_t, 4> coord_counter(std::span<const int64_t> coords);
 std::array<uint32_t, 4> philox4x32_10(PhiloxKey key, std::array<uint32_t, 4> ctr);
 
-/// Uniform in (0, 1) with 53 random bits from two words; never 0 or 1.
+/// Uniform in (0, 1) with 52 random bits from two words (plus half a step); never 0 or 1.
 double uniform_open01(uint32_t hi, uint32_t lo);
 /// Standard normal by inverse CDF using only + - * / (own log and sqrt), so the same
 /// bits come out on every machine.

@@ -72,6 +72,8 @@ struct TensorSlot {
 struct TensorSet {
   std::vector<TensorSlot> slots;
   std::map<std::string, std::shared_ptr<Buffer>> workspaces;
+  /// Timings an impl measures itself (e.g. kernel_ms from CUDA events).
+  std::map<std::string, double> timings;
   const TensorSlot& at(const std::string& name) const;
   TensorSlot& at(const std::string& name);
   TensorView view(const std::string& name) const { return at(name).view(); }

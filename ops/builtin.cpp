@@ -2,6 +2,9 @@
 #include "core/registry.hpp"
 #include "kernels/rms_norm/host.hpp"
 #include "ops/rms_norm.hpp"
+#ifdef KV_HAVE_CUDA
+#include "kernels/rms_norm/cuda.hpp"
+#endif
 
 namespace kv {
 
@@ -12,6 +15,9 @@ void register_builtin() {
   Registry& r = registry();
   register_rms_norm_ops(r);
   register_host_rms_norm(r);
+#ifdef KV_HAVE_CUDA
+  register_cuda_rms_norm(r);
+#endif
 }
 
 }  // namespace kv

@@ -171,7 +171,7 @@ class RmsNormBinding : public OpBinding {
     if (rows.empty()) return;
     const unsigned p1 = 128, p2 = 256;
     auto run = [&](unsigned prec) {
-      mpfr_float::default_precision(prec);
+      set_mpfr_bits(prec);
       ValuePolicy<mpfr_float> p;
       std::map<std::string, std::vector<mpfr_float>> o;
       if (!bwd_) {
@@ -190,7 +190,7 @@ class RmsNormBinding : public OpBinding {
       return o;
     };
     auto lo = run(p1), hi = run(p2);
-    mpfr_float::default_precision(p1);
+    set_mpfr_bits(p1);
     auto update = [&](const std::string& name_, int64_t i) {
       OutputRef& o = ref.at(name_);
       double h, l;

@@ -16,6 +16,11 @@ namespace kv {
 
 using mpfr_float = boost::multiprecision::mpfr_float;
 
+/// Sets mpfr_float's default precision in bits (Boost counts decimal digits).
+inline void set_mpfr_bits(unsigned bits) {
+  mpfr_float::default_precision(static_cast<unsigned>(std::ceil(bits * 0.30102999566398120)) + 1);
+}
+
 /// Splits a high-precision value into hi + lo doubles whose sum has the value's sign
 /// beyond hi exactly (enough to round it to any format of at most 24 bits).
 inline void split_hi_lo(double x, double& hi, double& lo) { hi = x, lo = 0; }

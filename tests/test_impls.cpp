@@ -88,6 +88,9 @@ void register_test_impls() {
   r.add(std::make_unique<Upward>(true));
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
+#ifdef KV_HAVE_CUDA
+  register_cuda_test_impls();
+#endif
 }
 
 }  // namespace kvtest

@@ -16,5 +16,7 @@ struct PlantedBug {
 
 const std::vector<PlantedBug>& planted_bugs();
 void register_test_impls();
+/// The CUDA test-only impls (a kernel that faults); CUDA builds only.
+void register_cuda_test_impls();
 
 }  // namespace kvtest

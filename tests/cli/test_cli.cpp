@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "check/results.hpp"
+#ifdef KV_HAVE_CUDA
+#include "core/cuda/cuda_device.hpp"
+#endif
 
 namespace {
 
@@ -56,7 +59,12 @@ TEST(Cli, BadInputExitsTwoWithAOneLineReason) {
   expect_usage_error("replay 'not a case'" + out, "malformed case string");
   expect_usage_error("replay 'kv1 op=rms_norm.fwd shape=4x4 gen=999'" + out, "generator version");
   expect_usage_error("run --op rms_norm.fwd --device-profile sm_count=0" + out, "must be positive");
+#ifdef KV_HAVE_CUDA
+  std::string why;
+  if (kv::cuda_device_count(&why) == 0) expect_usage_error("run --op rms_norm.fwd --device cuda" + out, "no usable GPU");
+#else
   expect_usage_error("run --op rms_norm.fwd --device cuda" + out, "no CUDA support");
+#endif
 }
 
 TEST(Cli, EmptyTensorRunsAndPasses) {

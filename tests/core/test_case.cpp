@@ -53,7 +53,7 @@ rc::Gen<Case> case_gen() {
       return t;
     }));
     c.alias = *rc::gen::container<std::map<std::string, std::string>>(name_gen(), name_gen());
-    c.dist = *rc::gen::element<std::string>("normal", "uniform", "tiny", "large", "mean_shift", "wide");
+    c.dist = *rc::gen::elementOf(std::vector<std::string>{"normal", "uniform", "tiny", "large", "mean_shift", "wide"});
     c.seed = *rc::gen::arbitrary<uint64_t>();
     c.gen = kv::kGeneratorVersion;
     return c;

@@ -41,7 +41,7 @@ double rn(kv::DType d, const mpfr_float& x) {
 }  // namespace
 
 RC_GTEST_PROP(Enclosure, ArithmeticContainsExactResults, ()) {
-  mpfr_float::default_precision(256);
+  kv::set_mpfr_bits(256);
   Enc a = gen_enc(false), b = gen_enc(true);
   mpfr_float x = point(a), y = point(b);
   RC_ASSERT(inside(x + y, a + b));
@@ -52,7 +52,7 @@ RC_GTEST_PROP(Enclosure, ArithmeticContainsExactResults, ()) {
 }
 
 RC_GTEST_PROP(Enclosure, RoundingsContainEveryRoundedPoint, ()) {
-  mpfr_float::default_precision(256);
+  kv::set_mpfr_bits(256);
   Enc a = gen_enc(false);
   mpfr_float x = point(a);
   for (kv::DType d : {kv::DType::f32, kv::DType::f16, kv::DType::bf16}) {
@@ -68,7 +68,7 @@ RC_GTEST_PROP(Enclosure, RoundingsContainEveryRoundedPoint, ()) {
 }
 
 RC_GTEST_PROP(Enclosure, MathUlpsWidenByDeclaredUlps, ()) {
-  mpfr_float::default_precision(256);
+  kv::set_mpfr_bits(256);
   Enc a = gen_enc(true);
   mpfr_float x = point(a);
   // Every float within 2 ulps of the exact rsqrt lies in the widened enclosure.
@@ -83,7 +83,7 @@ RC_GTEST_PROP(Enclosure, MathUlpsWidenByDeclaredUlps, ()) {
 }
 
 RC_GTEST_PROP(Enclosure, ContractSumContainsEveryOrder, ()) {
-  mpfr_float::default_precision(256);
+  kv::set_mpfr_bits(256);
   const int n = *rc::gen::inRange(1, 600);
   const bool mixed = *rc::gen::arbitrary<bool>();
   std::vector<float> t(static_cast<size_t>(n));

@@ -59,7 +59,7 @@ RC_GTEST_PROP(RmsReference, CertifiedDoubleEnclosureContainsMpfr256, ()) {
   RefSetup s = make(rows, n, xd, mode, offset, dist, seed, m_round);
 
   kv::EncPolicy cert;
-  kv::mpfr_float::default_precision(256);
+  kv::set_mpfr_bits(256);
   kv::ValuePolicy<kv::mpfr_float> mp;
   auto f_c = kv::rms_fwd(cert, s.q, s.d, false);
   auto f_m = kv::rms_fwd(mp, s.q, s.d, false);
@@ -85,7 +85,7 @@ RC_GTEST_PROP(RmsReference, DoubleDoubleAgreesWithMpfr256, ()) {
   const auto mode = *rc::gen::element(kv::RmsMode::llama, kv::RmsMode::gemma);
   const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
   RefSetup s = make(2, n, xd, mode, 0.0, "normal", seed, false);
-  kv::mpfr_float::default_precision(256);
+  kv::set_mpfr_bits(256);
   auto dd = kv::rms_fwd(kv::ValuePolicy<dd_real>{}, s.q, s.d, false);
   auto mp = kv::rms_fwd(kv::ValuePolicy<kv::mpfr_float>{}, s.q, s.d, false);
   for (size_t i = 0; i < dd.y.size(); ++i) {
@@ -107,7 +107,7 @@ TEST(RmsReference, AllZeroRowGivesRsqrtEps) {
   RefSetup s = make(1, 16, DType::f32, kv::RmsMode::llama, 0.0, "normal", 1, false);
   std::fill(s.d.x.begin(), s.d.x.end(), 0.0);
   s.q.eps = 1e-6;
-  kv::mpfr_float::default_precision(256);
+  kv::set_mpfr_bits(256);
   auto f = kv::rms_fwd(kv::ValuePolicy<kv::mpfr_float>{}, s.q, s.d, false);
   kv::mpfr_float expect = 1 / sqrt(kv::mpfr_float(static_cast<double>(static_cast<float>(1e-6))));
   EXPECT_LE(abs(f.rstd[0] - expect), expect * kv::mpfr_float(0x1p-250));

@@ -1,0 +1,98 @@
+// Mirroring, launching and copying back for CUDA impls.
+#include "kernels/cuda_impl.hpp"
+
+#include <memory>
+
+#include "core/cuda/cuda_check.hpp"
+#include "core/error.hpp"
+
+namespace kv {
+
+namespace {
+
+/// A device allocation freed on scope exit (errors while freeing are ignored: the
+/// context may already be lost).
+struct DevBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n) : bytes(n) { KV_CUDA(cudaMalloc(&p, n == 0 ? 1 : n)); }
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { KV_CUDA(cudaEventCreate(&e)); }
+  ~Event() {
+    if (e) cudaEventDestroy(e);
+  }
+};
+
+}  // namespace
+
+std::optional<std::string> check_block_size(const std::string& kernel, const void* fn, int64_t threads,
+                                            size_t dynamic_smem, const DeviceProfile& p, const std::string& what) {
+  cudaFuncAttributes a{};
+  KV_CUDA(cudaFuncGetAttributes(&a, fn));
+  if (threads > a.maxThreadsPerBlock)
+    return what + " = " + std::to_string(threads) + " threads per block exceeds the " +
+           std::to_string(a.maxThreadsPerBlock) + "-thread limit of kernel " + kernel + " (cudaFuncGetAttributes, given its " +
+           std::to_string(a.numRegs) + " registers)";
+  if (threads > p.max_threads_per_block)
+    return what + " = " + std::to_string(threads) + " threads per block exceeds the device's " +
+           std::to_string(p.max_threads_per_block) + "-thread limit";
+  size_t smem = a.sharedSizeBytes + dynamic_smem;
+  if (static_cast<int64_t>(smem) > p.smem_per_block)
+    return "kernel " + kernel + " needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+           std::to_string(p.smem_per_block);
+  return std::nullopt;
+}
+
+std::optional<std::string> CudaImpl::invalid_reason(const Case& c, const DeviceProfile& p) const {
+  if (auto why = layout_reason(c)) return why;
+  int64_t threads = threads_per_block(c, p);
+  std::string what = "num_warps=" + c.config_or("num_warps", "?") + " x warp_size " + std::to_string(p.warp_size);
+  for (auto& k : kernels(c))
+    if (auto why = check_block_size(k.name, k.fn, threads, k.dynamic_smem, p, what)) return why;
+  return std::nullopt;
+}
+
+void CudaImpl::run(TensorSet& ts, const Case& c, const DeviceProfile& p) const {
+  // One device allocation per host buffer (aliased tensors share one), whole with canaries.
+  size_t need = 0;
+  for (auto& s : ts.slots) need += s.buffer->raw().size();
+  for (auto& [n, b] : ts.workspaces) need += b->raw().size();
+  size_t free_b = 0, total_b = 0;
+  KV_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  if (need > free_b)
+    throw UsageError("case needs " + std::to_string(need >> 20) + " MiB of GPU memory, " + std::to_string(free_b >> 20) +
+                     " MiB free");
+  std::map<Buffer*, std::unique_ptr<DevBuf>> dev;
+  auto mirror = [&](Buffer* b) -> void* {
+    auto& slot = dev[b];
+    if (!slot) {
+      slot = std::make_unique<DevBuf>(b->raw().size());
+      KV_CUDA(cudaMemcpy(slot->p, b->raw().data(), b->raw().size(), cudaMemcpyHostToDevice));
+    }
+    return static_cast<uint8_t*>(slot->p) + Buffer::kCanaryBytes;
+  };
+  DevSet d;
+  for (auto& s : ts.slots) d.t[s.desc.name] = DevView{mirror(s.buffer.get()), s.desc};
+  for (auto& [n, b] : ts.workspaces) d.ws[n] = {mirror(b.get()), b->payload_bytes()};
+  KV_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> stream_guard(d.stream, [](cudaStream_t s) { cudaStreamDestroy(s); });
+  Event start, stop;
+  KV_CUDA(cudaEventRecord(start.e, d.stream));
+  launch(d, c, p);
+  KV_CUDA(cudaEventRecord(stop.e, d.stream));
+  KV_CUDA(cudaStreamSynchronize(d.stream));
+  float ms = 0;
+  KV_CUDA(cudaEventElapsedTime(&ms, start.e, stop.e));
+  ts.timings["kernel_ms"] = ms;
+  for (auto& [b, db] : dev) KV_CUDA(cudaMemcpy(b->raw().data(), db->p, db->bytes, cudaMemcpyDeviceToHost));
+}
+
+}  // namespace kv

@@ -1,0 +1,55 @@
+// The base of CUDA impls: mirrors the harness's buffers (canaries and poison included)
+// to the GPU, launches, checks every call, times the kernels with events and copies
+// every buffer back, so the host-side checks see exactly what the GPU wrote.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/registry.hpp"
+
+namespace kv {
+
+/// A tensor on the device: payload pointer plus the harness's layout.
+struct DevView {
+  void* base = nullptr;
+  TensorDesc desc;
+};
+
+struct DevSet {
+  std::map<std::string, DevView> t;
+  std::map<std::string, std::pair<void*, size_t>> ws;
+  cudaStream_t stream = nullptr;
+};
+
+class CudaImpl : public Impl {
+ public:
+  std::string device() const override { return "cuda"; }
+  /// Launch validation from the kernels' own attributes and the device profile.
+  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override;
+  void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const final;
+
+ protected:
+  /// Threads per block the kernels are launched with under this config and profile.
+  virtual int64_t threads_per_block(const Case& c, const DeviceProfile& p) const = 0;
+  /// The kernels launched with that block size (name, function pointer, dynamic smem bytes).
+  struct KernelRef {
+    std::string name;
+    const void* fn;
+    size_t dynamic_smem;
+  };
+  virtual std::vector<KernelRef> kernels(const Case& c) const = 0;
+  /// Layouts this impl cannot address (reason), checked before launch.
+  virtual std::optional<std::string> layout_reason(const Case& c) const { return std::nullopt; }
+  virtual void launch(DevSet& d, const Case& c, const DeviceProfile& p) const = 0;
+};
+
+/// Threads a launch may use: the kernel's limit given its registers and the profile's.
+std::optional<std::string> check_block_size(const std::string& kernel, const void* fn, int64_t threads,
+                                            size_t dynamic_smem, const DeviceProfile& p, const std::string& what);
+
+}  // namespace kv

@@ -1,0 +1,150 @@
+// The CUDA RMSNorm impls: configs, contracts, determinism claims, layouts, launches.
+#include "kernels/rms_norm/cuda.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "kernels/cuda_impl.hpp"
+#include "kernels/rms_norm/cuda_launch.hpp"
+
+namespace kv {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t log2_ceil(int64_t v) {
+  int64_t d = 0;
+  while ((int64_t(1) << d) < v) ++d;
+  return d;
+}
+
+/// Addresses a tensor of shape (..., N) as rows x N with one row stride; nullopt when
+/// the leading dims do not collapse to a single stride.
+std::optional<rmscuda::Mat> as_mat(const DevView& v) {
+  const auto& d = v.desc;
+  auto st = d.effective_strides();
+  size_t k = d.shape.size();
+  for (size_t i = 0; i + 2 < k; ++i)
+    if (d.shape[i + 1] != 1 && st[i] != st[i + 1] * d.shape[i + 1] && d.shape[i] != 1) return std::nullopt;
+  int64_t rs = k >= 2 ? st[k - 2] : 0, cs = st[k - 1];
+  auto* base = static_cast<uint8_t*>(v.base) + d.offset * static_cast<int64_t>(dtype_size(d.dtype));
+  return rmscuda::Mat{base, rmscuda::dt_code(d.dtype), rs, cs};
+}
+
+rmscuda::Vec as_vec(const DevView& v) {
+  auto* base = static_cast<uint8_t*>(v.base) + v.desc.offset * static_cast<int64_t>(dtype_size(v.desc.dtype));
+  return rmscuda::Vec{base, rmscuda::dt_code(v.desc.dtype), v.desc.effective_strides().back()};
+}
+
+class CudaRmsNorm : public CudaImpl {
+ public:
+  explicit CudaRmsNorm(bool bwd) : bwd_(bwd) {}
+  std::string op() const override { return bwd_ ? "rms_norm.bwd" : "rms_norm.fwd"; }
+  std::string name() const override { return "cuda"; }
+  std::string version() const override { return "cuda-rms-norm-1"; }
+
+  std::vector<ConfigKnob> knobs() const override {
+    std::vector<ConfigKnob> k = {{"num_warps", {"4", "1", "2", "8", "16", "32"}}};
+    if (bwd_) k.push_back({"dw", {"per_sm", "fixed_partials", "atomics"}});
+    return k;
+  }
+
+  Contract contract(const Case& c, const DeviceProfile& p) const override {
+    Contract k;
+    bool none = c.attr("mode") == "none";
+    k.acc = none ? c.dtypes.at("x") : DType::f32;
+    k.fma = true;  // nvcc contracts a*b+c; the enclosure of separate roundings contains it
+    k.ftz = false;
+    // rsqrtf: 2 ulp (CUDA programming guide, checked by calibrate-math); in mode none the
+    // result is rounded once more to x's dtype, within 1 ulp of that dtype.
+    k.math_ulps["rsqrt"] = none && k.acc != DType::f32 ? 1.0 : 2.0;
+    int64_t n = c.shape.back(), T = 32 * c.config_int("num_warps", 4);
+    k.reductions["row"] = {ceil_div(n, T), log2_ceil(T), 0};
+    DeterminismClaims rowwise = {"run_to_run", "gpu_invariant", "batch_invariant"};
+    if (bwd_) {
+      int64_t rows = numel(c.shape) / n, G = partials(c, p);
+      k.reductions["rows"] = {ceil_div(std::max<int64_t>(rows, 1), G), 0, G};
+      k.determinism["dx"] = rowwise;
+      std::string s = c.config_or("dw", "per_sm");
+      k.determinism["dw"] = s == "atomics"  ? DeterminismClaims{}
+                            : s == "per_sm" ? DeterminismClaims{"run_to_run"}
+                                            : DeterminismClaims{"run_to_run", "gpu_invariant"};
+    } else {
+      k.determinism["y"] = rowwise;
+      k.determinism["rstd"] = rowwise;
+    }
+    return k;
+  }
+
+  std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const override {
+    if (!bwd_) return {};
+    size_t n = static_cast<size_t>(c.shape.back());
+    return {{"dw_partials", static_cast<size_t>(partials(c, p)) * n * sizeof(float), DType::f32},
+            {"dw_acc", n * sizeof(float), DType::f32}};
+  }
+
+ protected:
+  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
+    return c.config_int("num_warps", 4) * p.warp_size;
+  }
+  std::vector<KernelRef> kernels(const Case& c) const override {
+    DType x = c.dtypes.at("x");
+    if (bwd_) return {{"rms_norm_bwd<" + std::string(dtype_name(x)) + ">", rmscuda::bwd_kernel(x), 0}};
+    return {{"rms_norm_fwd<" + std::string(dtype_name(x)) + ">", rmscuda::fwd_kernel(x), 0}};
+  }
+  std::optional<std::string> layout_reason(const Case& c) const override {
+    for (auto& [name, l] : c.layout) {
+      if (l.strides.empty()) continue;
+      DevView v{nullptr, TensorDesc{name, DType::f32, {}, l.strides, l.offset}};
+      for (auto& s : registry().op(c.op).tensors(c))
+        if (s.name == name) v.desc.shape = s.shape;
+      if (!as_mat(v)) return "layout of " + name + ": the kernel addresses rows with one stride";
+    }
+    return std::nullopt;
+  }
+
+  void launch(DevSet& d, const Case& c, const DeviceProfile& p) const override {
+    const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
+    const std::string mode = c.attr("mode");
+    const int m = mode == "llama" ? rmscuda::llama : mode == "gemma" ? rmscuda::gemma : rmscuda::none;
+    const DType x = c.dtypes.at("x");
+    const DType compute = m == rmscuda::none ? x : DType::f32;
+    // Real launches use the GPU's own warp size; the profile's only validates.
+    const int threads = static_cast<int>(c.config_int("num_warps", 4) * 32);
+    auto mat = [&](const char* n_) {
+      auto m_ = as_mat(d.t.at(n_));
+      if (!m_) throw UsageError(std::string("layout of ") + n_ + " not addressable by this kernel");
+      return *m_;
+    };
+    if (!bwd_) {
+      rmscuda::FwdArgs a{mat("x"), mat("y"), as_vec(d.t.at("w")), as_vec(d.t.at("rstd")), rows, n, m,
+                         static_cast<float>(round_to(compute, c.attr_real("eps"))),
+                         static_cast<float>(c.attr_real("offset")), threads};
+      rmscuda::launch_fwd(x, a, d.stream);
+      return;
+    }
+    std::string s = c.config_or("dw", "per_sm");
+    rmscuda::BwdArgs a{mat("dy"), mat("x"), mat("dx"), as_vec(d.t.at("w")), as_vec(d.t.at("rstd")), as_vec(d.t.at("dw")),
+                       rows, n, m, c.attr("m_rounding") == "x_dtype", static_cast<float>(c.attr_real("offset")), threads,
+                       s == "atomics" ? rmscuda::atomics : s == "per_sm" ? rmscuda::per_sm : rmscuda::fixed_partials,
+                       partials(c, p), static_cast<float*>(d.ws.at("dw_partials").first),
+                       static_cast<float*>(d.ws.at("dw_acc").first)};
+    rmscuda::launch_bwd(x, a, d.stream);
+  }
+
+ private:
+  bool bwd_;
+  /// Programs of the first dW stage: the SM count (per_sm, atomics) or a fixed 64.
+  static int64_t partials(const Case& c, const DeviceProfile& p) {
+    return c.config_or("dw", "per_sm") == "fixed_partials" ? 64 : std::max<int64_t>(1, p.sm_count);
+  }
+};
+
+}  // namespace
+
+void register_cuda_rms_norm(Registry& r) {
+  r.add(std::make_unique<CudaRmsNorm>(false));
+  r.add(std::make_unique<CudaRmsNorm>(true));
+}
+
+}  // namespace kv
