@@ -248,7 +248,7 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   if (any_fail) {
     j["verdict"] = "fail";
     std::string r;
-    for (auto& x : reasons) r += (r.empty() ? "" : "; ") + x;
+    for (auto& x : reasons) append_sep(r, "; ", x);
     j["reason"] = r;
   } else if (any_unv) {
     j["verdict"] = "unverifiable";

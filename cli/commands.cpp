@@ -84,7 +84,7 @@ std::string brief(const nlohmann::json& j) {
   s += j.value("op", "") + " " + j.value("impl", "") + " " + j.value("dtype", "") + " ";
   if (j.contains("shape")) {
     std::string sh;
-    for (auto& d : j["shape"]) sh += (sh.empty() ? "" : "x") + std::to_string(d.get<int64_t>());
+    for (auto& d : j["shape"]) append_sep(sh, "x", std::to_string(d.get<int64_t>()));
     s += sh;
   }
   if (j.contains("attrs") && j["attrs"].contains("mode")) s += " " + j["attrs"]["mode"].get<std::string>();
@@ -168,7 +168,7 @@ int cmd_list(bool json_out) {
       std::cout << "  impl " << im["impl"].get<std::string>() << " (" << im["device"].get<std::string>() << ")\n";
       for (auto& [k, v] : im["knobs"].items()) {
         std::string vals;
-        for (auto& x : v) vals += (vals.empty() ? "" : "|") + x.get<std::string>();
+        for (auto& x : v) append_sep(vals, "|", x.get<std::string>());
         std::cout << "    " << k << " = " << vals << "\n";
       }
       std::cout << "    contract at " << im["contract_example"]["case"].get<std::string>() << ":\n      "

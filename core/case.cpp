@@ -43,8 +43,9 @@ std::string layout_str(const std::map<std::string, TensorLayout>& l) {
     if (!out.empty()) out += ';';
     out += name + "+" + std::to_string(t.offset);
     if (!t.strides.empty()) {
-      out += '/';
-      for (size_t i = 0; i < t.strides.size(); ++i) out += (i ? "," : "") + std::to_string(t.strides[i]);
+      std::string st;
+      for (int64_t v : t.strides) append_sep(st, ",", std::to_string(v));
+      out += "/" + st;
     }
   }
   return out;
@@ -100,7 +101,7 @@ int64_t parse_int(std::string_view s, std::string_view what) {
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string out;
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "x" : "") + std::to_string(shape[i]);
+  for (int64_t d : shape) append_sep(out, "x", std::to_string(d));
   return out;
 }
 

@@ -51,6 +51,12 @@ struct Case {
   int64_t config_int(const std::string& key, int64_t def) const;
 };
 
+/// Appends item to out, with sep before it unless out is empty.
+inline void append_sep(std::string& out, const char* sep, const std::string& item) {
+  if (!out.empty()) out += sep;
+  out += item;
+}
+
 std::string hex_float(double v);
 /// Parses decimal or hex floats (strtod), requiring the whole string; throws UsageError.
 double parse_real(std::string_view s, std::string_view what);

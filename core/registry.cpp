@@ -24,7 +24,7 @@ const OpBinding& Registry::op(const std::string& name) const {
   std::string known;
   for (auto& o : ops_) {
     if (o->name() == name) return *o;
-    known += (known.empty() ? "" : ", ") + o->name();
+    append_sep(known, ", ", o->name());
   }
   throw UsageError("unknown op '" + name + "' (known: " + known + ")");
 }
@@ -34,7 +34,7 @@ const Impl& Registry::impl(const std::string& op, const std::string& name) const
   for (auto& i : impls_) {
     if (i->op() != op) continue;
     if (i->name() == name) return *i;
-    if (!i->test_only()) known += (known.empty() ? "" : ", ") + i->name();
+    if (!i->test_only()) append_sep(known, ", ", i->name());
   }
   throw UsageError("unknown impl '" + name + "' for op " + op + " (known: " + known + ")");
 }
@@ -60,12 +60,12 @@ void Registry::normalize(Case& c) const {
     auto it = std::find_if(knobs.begin(), knobs.end(), [&](auto& kn) { return kn.name == k; });
     if (it == knobs.end()) {
       std::string names;
-      for (auto& kn : knobs) names += (names.empty() ? "" : ", ") + kn.name;
+      for (auto& kn : knobs) append_sep(names, ", ", kn.name);
       throw UsageError("invalid config: impl " + c.impl + " has no knob '" + k + "' (knobs: " + names + ")");
     }
     if (std::find(it->values.begin(), it->values.end(), v) == it->values.end()) {
       std::string vals;
-      for (auto& x : it->values) vals += (vals.empty() ? "" : "|") + x;
+      for (auto& x : it->values) append_sep(vals, "|", x);
       throw UsageError("invalid config: " + k + "=" + v + " for impl " + c.impl + " (allowed: " + vals + ")");
     }
   }
