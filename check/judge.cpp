@@ -1,6 +1,8 @@
 // Per-element verdicts and the measurements reports render.
 #include "check/judge.hpp"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -27,6 +29,66 @@ std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosu
   return miss;
 }
 
+namespace {
+
+/// Measurements of one chunk of elements, merged in chunk order.
+struct Partial {
+  int64_t n_fail = 0, n_unv = 0, n_nan = 0, n_unwritten = 0, n_diff_rn = 0;
+  int64_t worst = -1, first_fail = -1;
+  double max_ratio = 0, max_ulps = 0;
+  double w_out = 0, w_v = 0, w_lo = 0, w_hi = 0, w_err = 0, w_hw = 0;
+};
+
+void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t b, int64_t e,
+                 float* ratios, Partial& p) {
+  const DType dt = out.desc.dtype;
+  const uint32_t poison = poison_bits(dt);
+  for (int64_t i = b; i < e; ++i) {
+    const uint32_t bits = out.bits(i);
+    const double o = decode(dt, bits), v = ref.v[i], err = ref.err[i];
+    const double lo_w = enc_detail::down(enc.lo[i] - err), hi_w = enc_detail::up(enc.hi[i] + err);
+    if (!std::isnan(v) && !(lo_w <= v && v <= hi_w))
+      throw HarnessError("reference value of " + out.desc.name + "[" + std::to_string(i) + "] = " + std::to_string(v) +
+                         " lies outside its own enclosure [" + std::to_string(lo_w) + ", " + std::to_string(hi_w) + "]");
+    const double a_lo = round_to(dt, lo_w), a_hi = round_to(dt, hi_w);
+    bool ok;
+    if (bits == poison) {
+      ++p.n_unwritten;
+      ok = false;
+    } else if (std::isnan(v)) {
+      ok = std::isnan(o);
+      if (!ok) ++p.n_nan;
+    } else if (std::isnan(o)) {
+      ++p.n_nan;
+      ok = false;
+    } else {
+      ok = a_lo <= o && o <= a_hi;  // NaN bounds make this false
+    }
+    double dist = (o == v || (std::isnan(o) && std::isnan(v))) ? 0.0 : std::fabs(o - v);
+    if (std::isnan(dist)) dist = kInf;
+    const double hw = std::max(a_hi - v, v - a_lo);
+    double ratio = dist == 0 ? 0.0 : (hw > 0 ? dist / hw : kInf);
+    if (std::isnan(ratio)) ratio = kInf;
+    const double ulps = dist == 0 ? 0.0 : dist / ulp(dt, std::isfinite(v) ? v : max_finite(dt));
+    if (!std::isnan(v) && bits != encode(dt, round_to(dt, v))) ++p.n_diff_rn;
+    if (enc.unverifiable[i]) {
+      ++p.n_unv;
+      if (!ok && (bits == poison || std::isnan(o))) ++p.n_fail;  // NaN and unwritten fail even here
+    } else if (!ok) {
+      ++p.n_fail;
+      if (p.first_fail < 0) p.first_fail = i;
+    }
+    ratios[i] = static_cast<float>(ratio);
+    if (p.worst < 0 || ratio > p.max_ratio) {
+      p.max_ratio = ratio, p.worst = i;
+      p.w_out = o, p.w_v = v, p.w_lo = a_lo, p.w_hi = a_hi, p.w_err = err, p.w_hw = half_width(enc.lo[i], enc.hi[i]);
+    }
+    p.max_ulps = std::max(p.max_ulps, ulps);
+  }
+}
+
+}  // namespace
+
 TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, bool check_padding) {
   TensorVerdict tv;
   tv.name = out.desc.name;
@@ -36,52 +98,24 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
   if (static_cast<int64_t>(ref.v.size()) != n || static_cast<int64_t>(enc.lo.size()) != n)
     throw HarnessError("reference for " + tv.name + " has " + std::to_string(ref.v.size()) + " elements, output " +
                        std::to_string(n));
-  std::vector<float> ratios;
-  ratios.reserve(static_cast<size_t>(n));
-  const uint32_t poison = poison_bits(dt);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = out.bits(i);
-    const double o = decode(dt, bits), v = ref.v[i], e = ref.err[i];
-    const double lo_w = enc_detail::down(enc.lo[i] - e), hi_w = enc_detail::up(enc.hi[i] + e);
-    if (!std::isnan(v) && !(lo_w <= v && v <= hi_w))
-      throw HarnessError("reference value of " + tv.name + "[" + std::to_string(i) + "] = " + std::to_string(v) +
-                         " lies outside its own enclosure [" + std::to_string(lo_w) + ", " + std::to_string(hi_w) + "]");
-    const double a_lo = round_to(dt, lo_w), a_hi = round_to(dt, hi_w);
-    bool ok;
-    if (bits == poison) {
-      ++tv.n_unwritten;
-      ok = false;
-    } else if (std::isnan(v)) {
-      ok = std::isnan(o);
-      if (!ok) ++tv.n_nan_mismatch;
-    } else if (std::isnan(o)) {
-      ++tv.n_nan_mismatch;
-      ok = false;
-    } else {
-      ok = a_lo <= o && o <= a_hi;  // NaN bounds make this false
+  // Fixed chunks judged in parallel, merged in order: the measurements do not depend on
+  // the thread count.
+  const int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
+  std::vector<float> ratios(static_cast<size_t>(n));
+  std::vector<Partial> parts(static_cast<size_t>(nchunks));
+  tbb::parallel_for(int64_t(0), nchunks, [&](int64_t c) {
+    judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), ratios.data(), parts[c]);
+  });
+  for (auto& p : parts) {
+    tv.n_fail += p.n_fail, tv.n_unverifiable += p.n_unv, tv.n_nan_mismatch += p.n_nan;
+    tv.n_unwritten += p.n_unwritten, tv.n_diff_rn += p.n_diff_rn;
+    if (tv.first_fail_index < 0) tv.first_fail_index = p.first_fail;
+    tv.max_ulps = std::max(tv.max_ulps, p.max_ulps);
+    if (p.worst >= 0 && (tv.worst_index < 0 || p.max_ratio > tv.max_ratio)) {
+      tv.max_ratio = p.max_ratio, tv.worst_index = p.worst;
+      tv.worst_out = p.w_out, tv.worst_v = p.w_v, tv.worst_lo = p.w_lo, tv.worst_hi = p.w_hi;
+      tv.worst_ref_err = p.w_err, tv.worst_half_width = p.w_hw;
     }
-    double dist = (o == v || (std::isnan(o) && std::isnan(v))) ? 0.0 : std::fabs(o - v);
-    if (std::isnan(dist)) dist = kInf;
-    double hw = std::max(a_hi - v, v - a_lo);
-    double ratio = dist == 0 ? 0.0 : (hw > 0 ? dist / hw : kInf);
-    if (std::isnan(ratio)) ratio = kInf;
-    double ulps = dist == 0 ? 0.0 : dist / ulp(dt, std::isfinite(v) ? v : max_finite(dt));
-    if (!std::isnan(v) && bits != encode(dt, round_to(dt, v))) ++tv.n_diff_rn;
-    if (enc.unverifiable[i]) {
-      ++tv.n_unverifiable;
-      if (!ok && (bits == poison || std::isnan(o))) ++tv.n_fail;  // NaN and unwritten fail even here
-    } else if (!ok) {
-      ++tv.n_fail;
-      if (tv.first_fail_index < 0) tv.first_fail_index = i;
-    }
-    ratios.push_back(static_cast<float>(ratio));
-    if (tv.worst_index < 0 || ratio > tv.max_ratio) {
-      tv.max_ratio = ratio;
-      tv.worst_index = i;
-      tv.worst_out = o, tv.worst_v = v, tv.worst_lo = a_lo, tv.worst_hi = a_hi, tv.worst_ref_err = e;
-      tv.worst_half_width = half_width(enc.lo[i], enc.hi[i]);
-    }
-    tv.max_ulps = std::max(tv.max_ulps, ulps);
   }
   if (!ratios.empty()) {
     size_t k = static_cast<size_t>(0.99 * static_cast<double>(ratios.size() - 1));
@@ -89,12 +123,13 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
     tv.p99_ratio = ratios[k];
   }
   if (tv.worst_index >= 0) unravel(tv.worst_index, out.desc.shape, tv.worst_coords);
-  if (check_padding) {
+  if (check_padding && (!out.desc.contiguous() || out.desc.offset > 0)) {
     // Storage the view does not cover must still hold the poison.
     int64_t total = out.desc.storage_elems();
     std::vector<uint8_t> covered(static_cast<size_t>(total), 0);
     for (int64_t i = 0; i < n; ++i) covered[static_cast<size_t>(out.storage_index(i))] = 1;
     TensorView raw{TensorDesc{out.desc.name, dt, {total}, {}, 0}, out.base};
+    const uint32_t poison = poison_bits(dt);
     for (int64_t s = 0; s < total; ++s)
       if (!covered[s] && raw.bits(s) != poison) ++tv.n_padding_written;
   }

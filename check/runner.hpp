@@ -23,18 +23,30 @@ struct RunEnv {
   std::map<std::string, double> measured_ulps;
 };
 
-/// Reference results by input identity, reused by every impl and config sharing it.
+/// Generated inputs of one input identity and layout: the input buffers as generation
+/// left them (canaries and poisoned padding included) and their digests.
+struct InputSnapshot {
+  std::vector<std::vector<uint8_t>> raw;  // per input slot, in slot order
+  nlohmann::json digests;
+  std::map<std::string, uint64_t> raw_digests;
+};
+
+/// Reference results by input identity, reused by every impl and config sharing it, and
+/// generated inputs by input identity and layout. Bounded: the oldest entries go first.
 class RefCache {
  public:
-  explicit RefCache(size_t max_entries = 4) : max_(max_entries) {}
+  explicit RefCache(size_t max_entries = 2) : max_(max_entries) {}
   std::shared_ptr<RefResult> get(uint64_t input_id) const;
   void put(uint64_t input_id, std::shared_ptr<RefResult> r);
+  std::shared_ptr<InputSnapshot> inputs(uint64_t key) const;
+  void put_inputs(uint64_t key, std::shared_ptr<InputSnapshot> s);
   size_t hits() const { return hits_; }
 
  private:
   size_t max_;
   mutable size_t hits_ = 0;
   std::vector<std::pair<uint64_t, std::shared_ptr<RefResult>>> entries_;
+  std::vector<std::pair<uint64_t, std::shared_ptr<InputSnapshot>>> inputs_;
 };
 
 /// Build identity compiled into the binary.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <algorithm>
 #include <random>
 
 #include "check/results.hpp"
@@ -94,8 +95,20 @@ std::string brief(const nlohmann::json& j) {
   return s;
 }
 
+/// Cases sharing an input identity next to each other (groups in order of first
+/// appearance), so the worker generates inputs and references once per group.
+std::vector<Case> group_by_input(const std::vector<Case>& cases) {
+  std::map<uint64_t, size_t> first;
+  for (size_t i = 0; i < cases.size(); ++i) first.emplace(cases[i].input_id(), i);
+  std::vector<Case> out = cases;
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const Case& a, const Case& b) { return first[a.input_id()] < first[b.input_id()]; });
+  return out;
+}
+
 /// Runs cases through the worker, appending each result as it finishes.
-int run_cases(const std::vector<Case>& cases, const Common& c, const RunEnv& env, bool quiet) {
+int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, bool quiet) {
+  const std::vector<Case> cases = group_by_input(in);
   std::filesystem::create_directories(c.out);
   std::string results = (std::filesystem::path(c.out) / "results.jsonl").string();
   ResultsWriter w(results);

@@ -15,6 +15,13 @@ const ReductionShape& Contract::reduction(const std::string& axis) const {
   return it->second;
 }
 
+double Contract::unit_of(const std::string& axis) const {
+  const ReductionShape& r = reduction(axis);
+  if (!r.acc || *r.acc == acc) return unit();
+  // A directed-rounding contract (u = 2^(1-p)) keeps its factor of two on every axis.
+  return unit_roundoff(*r.acc) * (unit() / unit_roundoff(acc));
+}
+
 double Contract::ulps(const std::string& fn) const {
   auto it = math_ulps.find(fn);
   if (it == math_ulps.end()) throw HarnessError("contract declares no ulp error for math function '" + fn + "'");
@@ -30,7 +37,8 @@ nlohmann::json Contract::to_json() const {
   j["math_ulps"] = math_ulps;
   nlohmann::json r = nlohmann::json::object();
   for (auto& [axis, s] : reductions)
-    r[axis] = {{"serial", s.serial}, {"depth", s.depth}, {"partials", s.partials}, {"n_eff", s.n_eff()}};
+    r[axis] = {{"serial", s.serial}, {"depth", s.depth}, {"partials", s.partials}, {"n_eff", s.n_eff()},
+               {"acc", dtype_name(s.acc.value_or(acc))}};
   j["reductions"] = r;
   j["determinism"] = determinism;
   return j;

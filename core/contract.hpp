@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +17,9 @@ struct ReductionShape {
   int64_t serial = 0;
   int64_t depth = 0;
   int64_t partials = 0;
+  /// The dtype this axis accumulates in, where it differs from the contract's acc (e.g.
+  /// dW summed in fp32 while mode none computes rows in x's dtype).
+  std::optional<DType> acc;
   int64_t n_eff() const { return serial + depth + partials; }
 };
 
@@ -35,6 +39,9 @@ struct Contract {
   std::map<std::string, DeterminismClaims> determinism;  // per output tensor
 
   double unit() const { return u > 0 ? u : unit_roundoff(acc); }
+  /// Accumulator dtype and unit roundoff of one reduced axis.
+  DType acc_of(const std::string& axis) const { return reduction(axis).acc.value_or(acc); }
+  double unit_of(const std::string& axis) const;
   const ReductionShape& reduction(const std::string& axis) const;
   double ulps(const std::string& fn) const;
   nlohmann::json to_json() const;

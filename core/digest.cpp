@@ -1,7 +1,10 @@
 // Canonical digests.
 #include "core/digest.hpp"
 
+#include <tbb/parallel_for.h>
 #include <xxhash.h>
+
+#include <algorithm>
 
 #include "core/case.hpp"
 
@@ -18,25 +21,23 @@ Digest digest(const TensorView& t) {
   const DType dt = t.desc.dtype;
   const size_t es = dtype_size(dt);
   d.chunk_elems = digest_chunk_elems(n);
-  XXH64_state_t* whole = XXH64_createState();
-  XXH64_state_t* chunk = XXH64_createState();
-  XXH64_reset(whole, 0);
-  XXH64_reset(chunk, 0);
-  uint8_t buf[4];
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t b = t.bits(i);
-    if (is_nan_bits(dt, b)) b = canonical_nan_bits(dt);
-    for (size_t k = 0; k < es; ++k) buf[k] = static_cast<uint8_t>(b >> (8 * k));
-    XXH64_update(whole, buf, es);
-    XXH64_update(chunk, buf, es);
-    if ((i + 1) % d.chunk_elems == 0 || i + 1 == n) {
-      d.chunks.push_back(XXH64_digest(chunk));
-      XXH64_reset(chunk, 0);
+  // Canonical bytes first (in parallel), then the whole digest and the chunk digests.
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * es);
+  const int64_t block = 1 << 16;
+  tbb::parallel_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
+    for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) {
+      uint32_t v = t.bits(i);
+      if (is_nan_bits(dt, v)) v = canonical_nan_bits(dt);
+      for (size_t k = 0; k < es; ++k) bytes[static_cast<size_t>(i) * es + k] = static_cast<uint8_t>(v >> (8 * k));
     }
-  }
-  d.whole = XXH64_digest(whole);
-  XXH64_freeState(whole);
-  XXH64_freeState(chunk);
+  });
+  d.whole = XXH64(bytes.data(), bytes.size(), 0);
+  const int64_t nchunks = n == 0 ? 0 : (n + d.chunk_elems - 1) / d.chunk_elems;
+  d.chunks.resize(static_cast<size_t>(nchunks));
+  tbb::parallel_for(int64_t(0), nchunks, [&](int64_t c) {
+    int64_t b = c * d.chunk_elems, e = std::min(n, b + d.chunk_elems);
+    d.chunks[c] = XXH64(bytes.data() + b * es, static_cast<size_t>(e - b) * es, 0);
+  });
   return d;
 }
 

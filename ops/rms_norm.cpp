@@ -2,6 +2,8 @@
 // and rms_norm.bwd, tying reference/rms_norm.hpp to the registry.
 #include "ops/rms_norm.hpp"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <set>
 
@@ -132,7 +134,7 @@ class RmsNormBinding : public OpBinding {
     RmsData d = data(c, ts, false);
     auto rs = ts.view("rstd");
     EncPolicy p;
-    for (int64_t r = 0; r < q.rows; ++r) rs.store(r, rms_rstd_row(p, q, d.x.data() + r * q.n).m);
+    tbb::parallel_for(int64_t(0), q.rows, [&](int64_t r) { rs.store(r, rms_rstd_row(p, q, d.x.data() + r * q.n).m); });
   }
 
   RefResult reference(const Case& c, const TensorSet& ts) const override {
@@ -174,15 +176,16 @@ class RmsNormBinding : public OpBinding {
       set_mpfr_bits(prec);
       ValuePolicy<mpfr_float> p;
       std::map<std::string, std::vector<mpfr_float>> o;
+      const auto wp = rms_wprime(p, q, d.w.data());
       if (!bwd_) {
         o["y"].resize(static_cast<size_t>(q.rows * q.n));
         o["rstd"].resize(static_cast<size_t>(q.rows));
-        for (int64_t r : rows) rms_fwd_row(p, q, d.x.data() + r * q.n, d.w.data(), o["y"].data() + r * q.n, o["rstd"][r]);
+        for (int64_t r : rows) rms_fwd_row(p, q, d.x.data() + r * q.n, wp.data(), o["y"].data() + r * q.n, o["rstd"][r]);
       } else {
         o["dx"].resize(static_cast<size_t>(q.rows * q.n));
         std::vector<ValuePolicy<mpfr_float>::Sum> dw(static_cast<size_t>(q.n));
         for (int64_t r : rows)
-          rms_bwd_row(p, q, d.dy.data() + r * q.n, d.x.data() + r * q.n, d.w.data(), d.rstd[r], o["dx"].data() + r * q.n,
+          rms_bwd_row(p, q, d.dy.data() + r * q.n, d.x.data() + r * q.n, wp.data(), d.rstd[r], o["dx"].data() + r * q.n,
                       dw.data());
         if (all)
           for (auto& s : dw) o["dw"].push_back(s.s);
@@ -261,10 +264,13 @@ class RmsNormBinding : public OpBinding {
 
   RmsData data(const Case& c, const TensorSet& ts, bool with_bwd) const {
     RmsData d;
-    auto read = [&](const char* n, std::vector<double>& out) {
-      auto v = ts.view(n);
-      out.resize(static_cast<size_t>(v.desc.numel()));
-      for (size_t i = 0; i < out.size(); ++i) out[i] = v.get(static_cast<int64_t>(i));
+    auto read = [&](const char* name_, std::vector<double>& out) {
+      auto v = ts.view(name_);
+      const int64_t n = v.desc.numel(), block = 1 << 16;
+      out.resize(static_cast<size_t>(n));
+      tbb::parallel_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
+        for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) out[i] = v.get(i);
+      });
     };
     read("x", d.x);
     read("w", d.w);

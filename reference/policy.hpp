@@ -81,7 +81,7 @@ struct EncPolicy {
   using Sum = EncSum;
   Sum sum() const { return Sum{}; }
   T finish(const Sum& s, const char* axis) const {
-    return k ? s.contract(k->acc, k->unit(), k->reduction(axis).n_eff()) : s.exact();
+    return k ? s.contract(k->acc_of(axis), k->unit_of(axis), k->reduction(axis).n_eff()) : s.exact();
   }
 };
 

@@ -50,15 +50,22 @@ typename P::T rms_rstd_row(const P& p, const RmsParams& q, const double* x) {
   return p.rsqrt(p.acc(ms + eps));
 }
 
+/// W' = offset + w in the compute dtype, once per column.
 template <class P>
-void rms_fwd_row(const P& p, const RmsParams& q, const double* x, const double* w, typename P::T* y,
+std::vector<typename P::T> rms_wprime(const P& p, const RmsParams& q, const double* w) {
+  std::vector<typename P::T> wp(static_cast<size_t>(q.n));
+  for (int64_t j = 0; j < q.n; ++j) wp[j] = p.acc(p.c(q.offset) + p.c(w[j]));
+  return wp;
+}
+
+template <class P>
+void rms_fwd_row(const P& p, const RmsParams& q, const double* x, const typename P::T* wp, typename P::T* y,
                  typename P::T& rstd_out) {
   using T = typename P::T;
   T rstd = rms_rstd_row(p, q, x);
   rstd_out = rstd;
-  T off = p.c(q.offset);
   for (int64_t j = 0; j < q.n; ++j) {
-    T wj = p.acc(off + p.c(w[j]));
+    const T& wj = wp[j];
     // Llama: RN_x(RN_fp32(x * rstd)), both roundings mandated.
     T xr = q.mode == RmsMode::llama ? p.mand(p.mand(p.c(x[j]) * rstd, DType::f32), q.x) : p.acc(p.c(x[j]) * rstd);
     y[j] = p.acc(xr * wj);
@@ -67,16 +74,14 @@ void rms_fwd_row(const P& p, const RmsParams& q, const double* x, const double* 
 
 /// The dx part of one row; dW terms are added to per-column sums `dw` by the caller.
 template <class P, class Sum>
-void rms_bwd_row(const P& p, const RmsParams& q, const double* dy, const double* x, const double* w, double rstd,
-                 typename P::T* dx, Sum* dw) {
+void rms_bwd_row(const P& p, const RmsParams& q, const double* dy, const double* x, const typename P::T* wp,
+                 double rstd, typename P::T* dx, Sum* dw) {
   using T = typename P::T;
   T r = p.c(rstd);
-  T off = p.c(q.offset);
   auto s = p.sum();
   std::vector<T> m(static_cast<size_t>(q.n));
   for (int64_t j = 0; j < q.n; ++j) {
-    T wj = p.acc(off + p.c(w[j]));
-    T mj = p.c(dy[j]) * wj;
+    T mj = p.c(dy[j]) * wp[j];
     m[j] = q.m_round_x ? p.mand(mj, q.x) : p.acc(mj);
     s.add(p.acc(m[j] * p.c(x[j])));
   }

@@ -20,8 +20,9 @@ RmsFwdOut<typename P::T> rms_fwd(const P& p, const RmsParams& q, const RmsData& 
   RmsFwdOut<typename P::T> o;
   o.y.resize(static_cast<size_t>(q.rows * q.n));
   o.rstd.resize(static_cast<size_t>(q.rows));
+  const auto wp = rms_wprime(p, q, d.w.data());
   for_rows(q.rows, parallel, [&](int64_t r) {
-    rms_fwd_row(p, q, d.x.data() + r * q.n, d.w.data(), o.y.data() + r * q.n, o.rstd[r]);
+    rms_fwd_row(p, q, d.x.data() + r * q.n, wp.data(), o.y.data() + r * q.n, o.rstd[r]);
   });
   return o;
 }
@@ -33,11 +34,12 @@ RmsBwdOut<typename P::T> rms_bwd(const P& p, const RmsParams& q, const RmsData& 
   o.dx.resize(static_cast<size_t>(q.rows * q.n));
   const int64_t chunk = 64, nchunks = (q.rows + chunk - 1) / chunk;
   std::vector<std::vector<Sum>> partial(static_cast<size_t>(nchunks));
+  const auto wp = rms_wprime(p, q, d.w.data());
   for_rows(nchunks, parallel, [&](int64_t c) {
     auto& dw = partial[c];
     dw.assign(static_cast<size_t>(q.n), p.sum());
     for (int64_t r = c * chunk; r < std::min(q.rows, (c + 1) * chunk); ++r)
-      rms_bwd_row(p, q, d.dy.data() + r * q.n, d.x.data() + r * q.n, d.w.data(), d.rstd[r], o.dx.data() + r * q.n,
+      rms_bwd_row(p, q, d.dy.data() + r * q.n, d.x.data() + r * q.n, wp.data(), d.rstd[r], o.dx.data() + r * q.n,
                   dw.data());
   });
   o.dw.resize(static_cast<size_t>(q.n));

@@ -20,7 +20,7 @@ class Fault : public kv::CudaImpl {
   kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
     kv::Contract k;
     k.math_ulps["rsqrt"] = 2;
-    k.reductions["row"] = {c.shape.back(), 0, 0};
+    k.reductions["row"] = {c.shape.back(), 0, 0, std::nullopt};
     return k;
   }
 

@@ -59,11 +59,12 @@ class CudaRmsNorm : public CudaImpl {
     // result is rounded once more to x's dtype, within 1 ulp of that dtype.
     k.math_ulps["rsqrt"] = none && k.acc != DType::f32 ? 1.0 : 2.0;
     int64_t n = c.shape.back(), T = 32 * c.config_int("num_warps", 4);
-    k.reductions["row"] = {ceil_div(n, T), log2_ceil(T), 0};
+    k.reductions["row"] = {ceil_div(n, T), log2_ceil(T), 0, std::nullopt};
     DeterminismClaims rowwise = {"run_to_run", "gpu_invariant", "batch_invariant"};
     if (bwd_) {
       int64_t rows = numel(c.shape) / n, G = partials(c, p);
-      k.reductions["rows"] = {ceil_div(std::max<int64_t>(rows, 1), G), 0, G};
+      // dW accumulates in fp32 in every mode (as Liger's dW_row does).
+      k.reductions["rows"] = {ceil_div(std::max<int64_t>(rows, 1), G), 0, G, DType::f32};
       k.determinism["dx"] = rowwise;
       std::string s = c.config_or("dw", "per_sm");
       k.determinism["dw"] = s == "atomics"  ? DeterminismClaims{}

@@ -89,7 +89,7 @@ __global__ void bwd_kernel_t(BwdArgs a) {
       float xv = ld<X>(xb + row * a.x.rs + j * a.x.cs);
       float t = cr<X>(__fmul_rn(xv, r), none);
       if (llama) t = rnd<X>(t);
-      part[j] = none ? rnd<X>(part[j] + rnd<X>(dyv * t)) : part[j] + dyv * t;
+      part[j] = part[j] + cr<X>(dyv * t, none);  // dW accumulates in fp32 in every mode
       float dx = cr<X>(cr<X>(__fmul_rn(r, m), none) - cr<X>(__fmul_rn(c, xv), none), none);
       st_any(a.dx.base, a.dx.dtype, row * a.dx.rs + j * a.dx.cs, dx);
     }
@@ -101,7 +101,6 @@ __global__ void bwd_kernel_t(BwdArgs a) {
 /// Second stage: the G partials of each column summed serially in program order.
 template <typename X>
 __global__ void dw_reduce_kernel(BwdArgs a) {
-  const bool none = a.mode == Mode::none;
   for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < a.n;
        j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float s;
@@ -109,7 +108,7 @@ __global__ void dw_reduce_kernel(BwdArgs a) {
       s = a.ws_acc[j];
     } else {
       s = 0.0f;
-      for (int64_t b = 0; b < a.partials; ++b) s = cr<X>(s + a.ws_partials[b * a.n + j], none);
+      for (int64_t b = 0; b < a.partials; ++b) s += a.ws_partials[b * a.n + j];
     }
     st_any(a.dw.base, a.dw.dtype, j * a.dw.stride, s);
   }

@@ -52,11 +52,12 @@ class HostRmsNorm : public Impl {
     // In mode none the float rsqrt is rounded once more to x's dtype: within 1 ulp there.
     k.math_ulps["rsqrt"] = none && k.acc != DType::f32 ? 1.0 : 2.0;
     int64_t n = c.shape.back(), lanes = 32 * c.config_int("num_warps", 4);
-    k.reductions["row"] = {ceil_div(n, lanes), log2_ceil(std::min(lanes, n)), 0};
+    k.reductions["row"] = {ceil_div(n, lanes), log2_ceil(std::min(lanes, n)), 0, std::nullopt};
     DeterminismClaims rowwise = {"run_to_run", "gpu_invariant", "batch_invariant"};
     if (bwd_) {
       int64_t rows = numel(c.shape) / n, parts = partials(c, p);
-      k.reductions["rows"] = {ceil_div(std::max<int64_t>(rows, 1), parts), 0, parts};
+      // dW accumulates in fp32 in every mode (as Liger's dW_row does).
+      k.reductions["rows"] = {ceil_div(std::max<int64_t>(rows, 1), parts), 0, parts, DType::f32};
       k.determinism["dx"] = rowwise;
       k.determinism["dw"] = c.config_or("dw", "fixed_partials") == "per_sm" ? DeterminismClaims{"run_to_run"}
                                                                             : DeterminismClaims{"run_to_run", "gpu_invariant"};
@@ -232,14 +233,14 @@ class HostRmsNorm : public Impl {
         float xv = static_cast<float>(x.get(r * n + j)), dyv = static_cast<float>(dy.get(r * n + j));
         float t = ar(xv * rstd);
         if (llama) t = round_x(t, c);
-        if (!skip_dw) pp[j] = ar(pp[j] + ar(dyv * t));
+        if (!skip_dw) pp[j] = pp[j] + ar(dyv * t);  // fp32 accumulation in every mode
         store(dx, r * n + j, ar(ar(rstd * m[j]) - ar(cc * xv)));
       }
     }
     // Second stage: the partials summed serially in order.
     for (int64_t j = 0; j < n; ++j) {
       float s = 0.0f;
-      for (int64_t q = 0; q < parts; ++q) s = ar(s + part[q * n + j]);
+      for (int64_t q = 0; q < parts; ++q) s = s + part[q * n + j];
       store(dw, j, s);
     }
     plant_output_fault(dx);
