@@ -19,6 +19,6 @@ echo "cuda tests exit $?" >> "$OUT/cuda-tests.log"
   echo "exit code $?"
 } >> "$OUT/cuda-tests.log" 2>&1
 start=$SECONDS
-"$DIST/kverify" run --device cuda --suite "$SUITE" --quiet --out "$OUT/suite" > "$OUT/suite.log" 2>&1
+timeout "${SUITE_TIMEOUT:-100000}" "$DIST/kverify" run --device cuda --suite "$SUITE" --quiet --out "$OUT/suite" > "$OUT/suite.log" 2>&1
 code=$?
 echo "suite $SUITE exit $code wall_s $((SECONDS - start))" >> "$OUT/suite.log"
