@@ -31,8 +31,32 @@ std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosu
 
 namespace {
 
+/// Ratios are counted in a histogram for the p99: bin 0 holds exact zeros, then 64 bins
+/// per octave from 2^-40 to 2^24, then one for anything larger (inf included). The p99
+/// reported is the upper edge of its bin: at most 1.1% above the exact percentile.
+constexpr int kOctaves = 64, kPerOctave = 64, kMinExp = -40;
+constexpr int kBins = 2 + kOctaves * kPerOctave;
+
+int ratio_bin(double r) {
+  if (r == 0) return 0;
+  if (!(r < std::ldexp(1.0, kMinExp + kOctaves))) return kBins - 1;
+  if (r < std::ldexp(1.0, kMinExp)) return 1;
+  int e = 0;
+  double m = std::frexp(r, &e);  // r = m 2^e, m in [0.5, 1)
+  int sub = static_cast<int>((m - 0.5) * 2 * kPerOctave);
+  return 1 + (e - 1 - kMinExp) * kPerOctave + sub;
+}
+
+double bin_upper(int b) {
+  if (b == 0) return 0;
+  if (b == kBins - 1) return kInf;
+  int k = b - 1, e = k / kPerOctave + kMinExp, sub = k % kPerOctave;
+  return std::ldexp(1.0 + static_cast<double>(sub + 1) / kPerOctave, e);
+}
+
 /// Measurements of one chunk of elements, merged in chunk order.
 struct Partial {
+  std::vector<int64_t> hist = std::vector<int64_t>(kBins, 0);
   int64_t n_fail = 0, n_unv = 0, n_nan = 0, n_unwritten = 0, n_diff_rn = 0;
   int64_t worst = -1, first_fail = -1;
   double max_ratio = 0, max_ulps = 0;
@@ -40,7 +64,7 @@ struct Partial {
 };
 
 void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t b, int64_t e,
-                 float* ratios, Partial& p) {
+                 Partial& p) {
   const DType dt = out.desc.dtype;
   const uint32_t poison = poison_bits(dt);
   for (int64_t i = b; i < e; ++i) {
@@ -78,7 +102,7 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       ++p.n_fail;
       if (p.first_fail < 0) p.first_fail = i;
     }
-    ratios[i] = static_cast<float>(ratio);
+    ++p.hist[ratio_bin(ratio)];
     if (p.worst < 0 || ratio > p.max_ratio) {
       p.max_ratio = ratio, p.worst = i;
       p.w_out = o, p.w_v = v, p.w_lo = a_lo, p.w_hi = a_hi, p.w_err = err, p.w_hw = half_width(enc.lo[i], enc.hi[i]);
@@ -101,14 +125,15 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
   // Fixed chunks judged in parallel, merged in order: the measurements do not depend on
   // the thread count.
   const int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
-  std::vector<float> ratios(static_cast<size_t>(n));
   std::vector<Partial> parts(static_cast<size_t>(nchunks));
   tbb::parallel_for(int64_t(0), nchunks, [&](int64_t c) {
-    judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), ratios.data(), parts[c]);
+    judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), parts[c]);
   });
+  std::vector<int64_t> hist(kBins, 0);
   for (auto& p : parts) {
     tv.n_fail += p.n_fail, tv.n_unverifiable += p.n_unv, tv.n_nan_mismatch += p.n_nan;
     tv.n_unwritten += p.n_unwritten, tv.n_diff_rn += p.n_diff_rn;
+    for (int b = 0; b < kBins; ++b) hist[b] += p.hist[b];
     if (tv.first_fail_index < 0) tv.first_fail_index = p.first_fail;
     tv.max_ulps = std::max(tv.max_ulps, p.max_ulps);
     if (p.worst >= 0 && (tv.worst_index < 0 || p.max_ratio > tv.max_ratio)) {
@@ -117,10 +142,16 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
       tv.worst_ref_err = p.w_err, tv.worst_half_width = p.w_hw;
     }
   }
-  if (!ratios.empty()) {
-    size_t k = static_cast<size_t>(0.99 * static_cast<double>(ratios.size() - 1));
-    std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(k), ratios.end());
-    tv.p99_ratio = ratios[k];
+  if (n > 0) {
+    const int64_t k = static_cast<int64_t>(0.99 * static_cast<double>(n - 1));  // 0-based rank
+    int64_t seen = 0;
+    for (int b = 0; b < kBins; ++b) {
+      seen += hist[b];
+      if (seen > k) {
+        tv.p99_ratio = std::min(bin_upper(b), tv.max_ratio);
+        break;
+      }
+    }
   }
   if (tv.worst_index >= 0) unravel(tv.worst_index, out.desc.shape, tv.worst_coords);
   if (check_padding && (!out.desc.contiguous() || out.desc.offset > 0)) {

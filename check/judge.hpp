@@ -22,7 +22,8 @@ struct TensorVerdict {
   int64_t n = 0;
   int64_t n_fail = 0, n_unverifiable = 0, n_nan_mismatch = 0, n_unwritten = 0, n_padding_written = 0;
   int64_t n_diff_rn = 0;  // elements whose bits differ from RN(v)
-  double max_ratio = 0, p99_ratio = 0, max_ulps = 0;
+  double max_ratio = 0, max_ulps = 0;
+  double p99_ratio = 0;  // upper edge of its histogram bin (within 1.1%), capped at max_ratio
   int64_t worst_index = -1, first_fail_index = -1;
   std::vector<int64_t> worst_coords;
   // The bound at the worst element, split into its terms.

@@ -41,8 +41,11 @@ class RefCache {
   std::shared_ptr<InputSnapshot> inputs(uint64_t key) const;
   void put_inputs(uint64_t key, std::shared_ptr<InputSnapshot> s);
   size_t hits() const { return hits_; }
+  /// Enclosure storage reused from case to case.
+  std::vector<OutputEnclosure>& scratch() { return scratch_; }
 
  private:
+  std::vector<OutputEnclosure> scratch_;
   size_t max_;
   mutable size_t hits_ = 0;
   std::vector<std::pair<uint64_t, std::shared_ptr<RefResult>>> entries_;

@@ -21,23 +21,29 @@ Digest digest(const TensorView& t) {
   const DType dt = t.desc.dtype;
   const size_t es = dtype_size(dt);
   d.chunk_elems = digest_chunk_elems(n);
-  // Canonical bytes first (in parallel), then the whole digest and the chunk digests.
-  std::vector<uint8_t> bytes(static_cast<size_t>(n) * es);
-  const int64_t block = 1 << 16;
-  tbb::parallel_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
-    for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) {
-      uint32_t v = t.bits(i);
-      if (is_nan_bits(dt, v)) v = canonical_nan_bits(dt);
-      for (size_t k = 0; k < es; ++k) bytes[static_cast<size_t>(i) * es + k] = static_cast<uint8_t>(v >> (8 * k));
-    }
-  });
-  d.whole = XXH64(bytes.data(), bytes.size(), 0);
   const int64_t nchunks = n == 0 ? 0 : (n + d.chunk_elems - 1) / d.chunk_elems;
   d.chunks.resize(static_cast<size_t>(nchunks));
+  // Chunks are hashed in parallel, each streaming its canonical bytes.
   tbb::parallel_for(int64_t(0), nchunks, [&](int64_t c) {
-    int64_t b = c * d.chunk_elems, e = std::min(n, b + d.chunk_elems);
-    d.chunks[c] = XXH64(bytes.data() + b * es, static_cast<size_t>(e - b) * es, 0);
+    XXH64_state_t* st = XXH64_createState();
+    XXH64_reset(st, 0);
+    uint8_t buf[4096 * 4];
+    size_t used = 0;
+    for (int64_t i = c * d.chunk_elems; i < std::min(n, (c + 1) * d.chunk_elems); ++i) {
+      uint32_t v = t.bits(i);
+      if (is_nan_bits(dt, v)) v = canonical_nan_bits(dt);
+      for (size_t k = 0; k < es; ++k) buf[used++] = static_cast<uint8_t>(v >> (8 * k));
+      if (used == sizeof buf) XXH64_update(st, buf, used), used = 0;
+    }
+    XXH64_update(st, buf, used);
+    d.chunks[c] = XXH64_digest(st);
+    XXH64_freeState(st);
   });
+  // The whole-tensor digest: XXH64 over the chunk digests' little-endian bytes.
+  std::vector<uint8_t> cat;
+  for (uint64_t h : d.chunks)
+    for (int k = 0; k < 8; ++k) cat.push_back(static_cast<uint8_t>(h >> (8 * k)));
+  d.whole = XXH64(cat.data(), cat.size(), 0);
   return d;
 }
 

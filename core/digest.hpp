@@ -1,5 +1,6 @@
-// Output and input digests: XXH64 over canonical little-endian bytes in logical row-major
-// order with NaNs canonicalized, plus chunk digests so a drift can be located.
+// Output and input digests: XXH64 of each chunk of canonical little-endian bytes in
+// logical row-major order with NaNs canonicalized (so a drift can be located), and the
+// whole tensor's digest as XXH64 over the chunk digests.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

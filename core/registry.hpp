@@ -69,8 +69,9 @@ class OpBinding {
   /// refine keep their value and bound.
   virtual void refine(const Case& c, const TensorSet& ts, RefResult& ref,
                       const std::map<std::string, std::vector<int64_t>>& misses) const = 0;
-  /// The admissible set under a contract.
-  virtual std::vector<OutputEnclosure> enclose(const Case& c, const TensorSet& ts, const Contract& k) const = 0;
+  /// The admissible set under a contract, written into `out` (whose storage is reused
+  /// from case to case).
+  virtual void enclose(const Case& c, const TensorSet& ts, const Contract& k, std::vector<OutputEnclosure>& out) const = 0;
 };
 
 struct ConfigKnob {

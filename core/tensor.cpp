@@ -2,6 +2,7 @@
 #include "core/tensor.hpp"
 
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include "core/error.hpp"
@@ -38,7 +39,49 @@ int64_t TensorDesc::storage_elems() const {
   return offset + far + 1;
 }
 
-Buffer::Buffer(size_t payload_bytes) : bytes_(payload_bytes + 2 * kCanaryBytes, kCanary) {}
+namespace {
+
+/// Released buffer storage, reused by the next Buffer of a size it can hold: large
+/// tensors then cost no fresh page faults from case to case.
+struct Pool {
+  std::mutex mu;
+  std::vector<std::vector<uint8_t>> free;
+  size_t bytes = 0;
+  static constexpr size_t kMaxBytes = size_t(24) << 30;
+};
+Pool& pool() {
+  static Pool* p = new Pool;  // never destroyed: buffers may be released at exit
+  return *p;
+}
+
+std::vector<uint8_t> take(size_t n) {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> g(p.mu);
+  size_t best = p.free.size();
+  for (size_t i = 0; i < p.free.size(); ++i)
+    if (p.free[i].capacity() >= n && (best == p.free.size() || p.free[i].capacity() < p.free[best].capacity())) best = i;
+  if (best == p.free.size()) return {};
+  std::vector<uint8_t> v = std::move(p.free[best]);
+  p.free.erase(p.free.begin() + static_cast<std::ptrdiff_t>(best));
+  p.bytes -= v.capacity();
+  return v;
+}
+
+void give(std::vector<uint8_t>&& v) {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> g(p.mu);
+  if (v.capacity() < (1u << 20) || p.bytes + v.capacity() > Pool::kMaxBytes) return;
+  p.bytes += v.capacity();
+  p.free.push_back(std::move(v));
+}
+
+}  // namespace
+
+Buffer::Buffer(size_t payload_bytes) : bytes_(take(payload_bytes + 2 * kCanaryBytes)) {
+  bytes_.assign(payload_bytes + 2 * kCanaryBytes, kCanary);
+}
+
+Buffer::~Buffer() { give(std::move(bytes_)); }
 
 void Buffer::poison(DType d) {
   uint32_t p = poison_bits(d);

@@ -34,6 +34,9 @@ class Buffer {
   static constexpr size_t kCanaryBytes = 256;
   static constexpr uint8_t kCanary = 0xA5;
   explicit Buffer(size_t payload_bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
   uint8_t* payload() { return bytes_.data() + kCanaryBytes; }
   const uint8_t* payload() const { return bytes_.data() + kCanaryBytes; }
   size_t payload_bytes() const { return bytes_.size() - 2 * kCanaryBytes; }

@@ -131,24 +131,33 @@ class RmsNormBinding : public OpBinding {
     fill_tensor(dy, "normal", c.seed, 0.0, 1.0);
     // rstd as the forward pass saves it: the defined rstd rounded to its dtype.
     RmsParams q = params(c);
-    RmsData d = data(c, ts, false);
     auto rs = ts.view("rstd");
     EncPolicy p;
-    tbb::parallel_for(int64_t(0), q.rows, [&](int64_t r) { rs.store(r, rms_rstd_row(p, q, d.x.data() + r * q.n).m); });
+    tbb::parallel_for(int64_t(0), q.rows, [&](int64_t r) {
+      std::vector<double> row(static_cast<size_t>(q.n));
+      for (int64_t j = 0; j < q.n; ++j) row[j] = x.get(r * q.n + j);
+      rs.store(r, rms_rstd_row(p, q, row.data()).m);
+    });
   }
 
   RefResult reference(const Case& c, const TensorSet& ts) const override {
-    EncPolicy p;  // no contract: an enclosure of the exact defined value
     RefResult res;
     res.method = "certified:double-enclosure";
-    auto put = [&](const char* n, const std::vector<Enc>& e) {
-      OutputRef o{n, {}, {}};
-      o.v.reserve(e.size());
-      o.err.reserve(e.size());
-      for (auto& x : e) o.v.push_back(x.m), o.err.push_back(x.r);
-      res.outputs.push_back(std::move(o));
-    };
-    compute(c, ts, p, put, true);
+    for (auto& t : tensors(c))
+      if (t.role == Role::output) {
+        size_t n = static_cast<size_t>(numel(t.shape));
+        res.outputs.push_back(OutputRef{t.name, std::vector<double>(n), std::vector<double>(n)});
+      }
+    // No contract: an enclosure of the exact defined value; its radius bounds the error.
+    struct Sink {
+      OutputRef *a, *b;
+      void put(OutputRef* o, int64_t i, const Enc& e) { o->v[i] = e.m, o->err[i] = e.r; }
+      void y(int64_t i, const Enc& e) { put(a, i, e); }
+      void rstd(int64_t i, const Enc& e) { put(b, i, e); }
+      void dx(int64_t i, const Enc& e) { put(a, i, e); }
+      void dw(int64_t i, const Enc& e) { put(b, i, e); }
+    } sink{&res.outputs[0], &res.outputs[1]};
+    run(c, ts, EncPolicy{}, sink, true);
     return res;
   }
 
@@ -158,7 +167,7 @@ class RmsNormBinding : public OpBinding {
     // result is "agreed" where they agree. dW depends on every row, so a dW miss
     // recomputes the whole backward pass (bounded: small tensors only).
     RmsParams q = params(c);
-    RmsData d = data(c, ts, bwd_);
+    RmsSource d = source(ts, bwd_);
     std::set<int64_t> rows;
     bool all = false;
     for (auto& [name_, idx] : misses) {
@@ -172,28 +181,33 @@ class RmsNormBinding : public OpBinding {
     }
     if (rows.empty()) return;
     const unsigned p1 = 128, p2 = 256;
-    auto run = [&](unsigned prec) {
+    auto run_rows = [&](unsigned prec) {
       set_mpfr_bits(prec);
       ValuePolicy<mpfr_float> p;
       std::map<std::string, std::vector<mpfr_float>> o;
       const auto wp = rms_wprime(p, q, d.w.data());
+      std::vector<double> x(static_cast<size_t>(q.n)), dy(static_cast<size_t>(q.n));
       if (!bwd_) {
         o["y"].resize(static_cast<size_t>(q.rows * q.n));
         o["rstd"].resize(static_cast<size_t>(q.rows));
-        for (int64_t r : rows) rms_fwd_row(p, q, d.x.data() + r * q.n, wp.data(), o["y"].data() + r * q.n, o["rstd"][r]);
+        for (int64_t r : rows) {
+          d.x_row(r, x.data());
+          rms_fwd_row(p, q, x.data(), wp.data(), o["y"].data() + r * q.n, o["rstd"][r]);
+        }
       } else {
         o["dx"].resize(static_cast<size_t>(q.rows * q.n));
         std::vector<ValuePolicy<mpfr_float>::Sum> dw(static_cast<size_t>(q.n));
-        for (int64_t r : rows)
-          rms_bwd_row(p, q, d.dy.data() + r * q.n, d.x.data() + r * q.n, wp.data(), d.rstd[r], o["dx"].data() + r * q.n,
-                      dw.data());
+        for (int64_t r : rows) {
+          d.x_row(r, x.data());
+          d.dy_row(r, dy.data());
+          rms_bwd_row(p, q, dy.data(), x.data(), wp.data(), d.rstd[r], o["dx"].data() + r * q.n, dw.data());
+        }
         if (all)
           for (auto& s : dw) o["dw"].push_back(s.s);
       }
       return o;
     };
-    auto lo = run(p1), hi = run(p2);
-    set_mpfr_bits(p1);
+    auto lo = run_rows(p1), hi = run_rows(p2);
     auto update = [&](const std::string& name_, int64_t i) {
       OutputRef& o = ref.at(name_);
       double h, l;
@@ -213,24 +227,30 @@ class RmsNormBinding : public OpBinding {
     ref.method += "+agreed:mpfr-128/256(" + std::to_string(rows.size()) + " rows)";
   }
 
-  std::vector<OutputEnclosure> enclose(const Case& c, const TensorSet& ts, const Contract& k) const override {
-    EncPolicy p{&k};
-    std::vector<OutputEnclosure> out;
-    compute(c, ts, p,
-            [&](const char* n, const std::vector<Enc>& e) {
-              OutputEnclosure o{n, {}, {}, {}};
-              o.lo.reserve(e.size());
-              o.hi.reserve(e.size());
-              o.unverifiable.reserve(e.size());
-              for (auto& x : e) {
-                o.lo.push_back(enc_lo(x));
-                o.hi.push_back(enc_hi(x));
-                o.unverifiable.push_back(x.unv);
-              }
-              out.push_back(std::move(o));
-            },
-            true);
-    return out;
+  void enclose(const Case& c, const TensorSet& ts, const Contract& k,
+               std::vector<OutputEnclosure>& out) const override {
+    out.resize(2);
+    size_t i = 0;
+    for (auto& t : tensors(c))
+      if (t.role == Role::output) {
+        size_t n = static_cast<size_t>(numel(t.shape));
+        OutputEnclosure& o = out[i++];
+        o.name = t.name;
+        o.lo.resize(n);
+        o.hi.resize(n);
+        o.unverifiable.resize(n);
+      }
+    struct Sink {
+      OutputEnclosure *a, *b;
+      void put(OutputEnclosure* o, int64_t i, const Enc& e) {
+        o->lo[i] = enc_lo(e), o->hi[i] = enc_hi(e), o->unverifiable[i] = e.unv;
+      }
+      void y(int64_t i, const Enc& e) { put(a, i, e); }
+      void rstd(int64_t i, const Enc& e) { put(b, i, e); }
+      void dx(int64_t i, const Enc& e) { put(a, i, e); }
+      void dw(int64_t i, const Enc& e) { put(b, i, e); }
+    } sink{&out[0], &out[1]};
+    run(c, ts, EncPolicy{&k}, sink, true);
   }
 
  private:
@@ -262,39 +282,36 @@ class RmsNormBinding : public OpBinding {
     return q;
   }
 
-  RmsData data(const Case& c, const TensorSet& ts, bool with_bwd) const {
-    RmsData d;
+  /// Inputs as exact values, x and dy read a row at a time from the tensors.
+  static RmsSource source(const TensorSet& ts, bool with_bwd) {
+    RmsSource d;
+    auto x = ts.view("x");
+    const int64_t n = x.desc.shape.back();
+    d.x_row = [x, n](int64_t r, double* out) {
+      for (int64_t j = 0; j < n; ++j) out[j] = x.get(r * n + j);
+    };
     auto read = [&](const char* name_, std::vector<double>& out) {
       auto v = ts.view(name_);
-      const int64_t n = v.desc.numel(), block = 1 << 16;
-      out.resize(static_cast<size_t>(n));
-      tbb::parallel_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
-        for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) out[i] = v.get(i);
-      });
+      out.resize(static_cast<size_t>(v.desc.numel()));
+      for (size_t i = 0; i < out.size(); ++i) out[i] = v.get(static_cast<int64_t>(i));
     };
-    read("x", d.x);
     read("w", d.w);
     if (with_bwd) {
-      read("dy", d.dy);
+      auto dy = ts.view("dy");
+      d.dy_row = [dy, n](int64_t r, double* out) {
+        for (int64_t j = 0; j < n; ++j) out[j] = dy.get(r * n + j);
+      };
       read("rstd", d.rstd);
     }
-    (void)c;
     return d;
   }
 
-  template <class P, class Put>
-  void compute(const Case& c, const TensorSet& ts, const P& p, Put&& put, bool parallel) const {
+  template <class P, class Sink>
+  void run(const Case& c, const TensorSet& ts, const P& p, Sink& sink, bool parallel) const {
     RmsParams q = params(c);
-    RmsData d = data(c, ts, bwd_);
-    if (bwd_) {
-      auto o = rms_bwd(p, q, d, parallel);
-      put("dx", o.dx);
-      put("dw", o.dw);
-    } else {
-      auto o = rms_fwd(p, q, d, parallel);
-      put("y", o.y);
-      put("rstd", o.rstd);
-    }
+    RmsSource d = source(ts, bwd_);
+    if (bwd_) rms_bwd_into(p, q, d, parallel, sink);
+    else rms_fwd_into(p, q, d, parallel, sink);
   }
 };
 

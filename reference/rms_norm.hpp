@@ -3,6 +3,7 @@
 // to x's dtype; `none` computes in x's dtype. Everything else is implementation latitude.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,17 @@ struct RmsParams {
   DType compute() const { return mode == RmsMode::none ? x : DType::f32; }
 };
 
-/// Exact input values (low-precision inputs are exact in double).
+/// Exact input values (low-precision inputs are exact in double), whole.
 struct RmsData {
   std::vector<double> x, w, dy, rstd;
+};
+
+/// Exact input values with x and dy read a row at a time (large tensors are never
+/// expanded to doubles whole).
+struct RmsSource {
+  std::function<void(int64_t, double*)> x_row, dy_row;
+  std::vector<double> w, rstd;
+  static RmsSource of(const RmsData& d, int64_t n);
 };
 
 template <class T>
@@ -96,11 +105,18 @@ void rms_bwd_row(const P& p, const RmsParams& q, const double* dy, const double*
   }
 }
 
-/// Forward over all rows (in parallel over rows when `parallel`).
+/// Forward over all rows (in parallel over rows when `parallel`), each output element
+/// handed to sink.y(i, value) and sink.rstd(row, value).
+template <class P, class Sink>
+void rms_fwd_into(const P& p, const RmsParams& q, const RmsSource& d, bool parallel, Sink& sink);
+/// Backward over all rows: sink.dx(i, value), sink.dw(j, value). dW sums are taken over
+/// fixed row chunks merged in order, so the result does not depend on the thread count.
+template <class P, class Sink>
+void rms_bwd_into(const P& p, const RmsParams& q, const RmsSource& d, bool parallel, Sink& sink);
+
+/// The same, collected into vectors (for tests and small cases).
 template <class P>
 RmsFwdOut<typename P::T> rms_fwd(const P& p, const RmsParams& q, const RmsData& d, bool parallel);
-/// Backward over all rows; dW sums are taken over fixed row chunks merged in order, so
-/// the result does not depend on the thread count.
 template <class P>
 RmsBwdOut<typename P::T> rms_bwd(const P& p, const RmsParams& q, const RmsData& d, bool parallel);
 

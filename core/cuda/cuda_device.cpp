@@ -23,10 +23,13 @@ std::string uuid_str(const cudaUUID_t& u) {
   return buf;
 }
 
-/// MIG mode through NVML's C API (prototypes of the public entry points we call).
-std::string mig_mode(int ordinal) {
+/// MIG mode and the driver version through NVML's C API (prototypes of the public
+/// entry points we call).
+std::string mig_mode(int ordinal, std::string* driver) {
   void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) return "unknown (NVML not found)";
+  using drv_t = int (*)(char*, unsigned);
+  auto get_drv = reinterpret_cast<drv_t>(dlsym(h, "nvmlSystemGetDriverVersion"));
   using init_t = int (*)();
   using by_pci_t = int (*)(const char*, void**);
   using mig_t = int (*)(void*, unsigned*, unsigned*);
@@ -37,6 +40,8 @@ std::string mig_mode(int ordinal) {
   std::string out = "unknown";
   char pci[32] = {0};
   if (init && by_pci && get_mig && init() == 0) {
+    char ver[96] = {0};
+    if (get_drv && get_drv(ver, sizeof ver) == 0) *driver = ver;
     void* dev = nullptr;
     unsigned cur = 0, pending = 0;
     if (cudaDeviceGetPCIBusId(pci, sizeof pci, ordinal) == cudaSuccess && by_pci(pci, &dev) == 0) {
@@ -76,9 +81,10 @@ DeviceInfo cuda_device(int ordinal) {
   d.name = p.name;
   d.uuid = uuid_str(p.uuid);
   d.compute_capability = std::to_string(p.major) + "." + std::to_string(p.minor);
-  d.driver_version = "CUDA " + version_str(drv) + " driver API";
+  std::string nvml_driver;
+  d.mig_mode = mig_mode(ordinal, &nvml_driver);
+  d.driver_version = (nvml_driver.empty() ? std::string() : nvml_driver + ", ") + "CUDA " + version_str(drv) + " driver API";
   d.runtime_version = version_str(rt);
-  d.mig_mode = mig_mode(ordinal);
   d.memory_bytes = static_cast<int64_t>(p.totalGlobalMem);
   d.profile.sm_count = p.multiProcessorCount;
   d.profile.warp_size = p.warpSize;

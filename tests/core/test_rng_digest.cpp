@@ -199,8 +199,13 @@ TEST(Digest, IndependentOfStridesAndOffset) {
     EXPECT_EQ(dc.whole, ds.whole) << kv::dtype_name(d);
     EXPECT_EQ(dc.chunks, ds.chunks);
     EXPECT_EQ(dc.chunk_elems, 4096);
-    // Contiguous, no NaN, little-endian host: the digest is XXH64 of the raw payload.
-    EXPECT_EQ(dc.whole, kv::raw_digest(c.buf->payload(), c.buf->payload_bytes()));
+    // Contiguous, no NaN, little-endian host, one chunk: the chunk digest is XXH64 of the
+    // raw payload, and the whole digest is XXH64 of that chunk digest's bytes.
+    ASSERT_EQ(dc.chunks.size(), 1u);
+    EXPECT_EQ(dc.chunks[0], kv::raw_digest(c.buf->payload(), c.buf->payload_bytes()));
+    uint8_t le[8];
+    for (int k = 0; k < 8; ++k) le[k] = static_cast<uint8_t>(dc.chunks[0] >> (8 * k));
+    EXPECT_EQ(dc.whole, kv::raw_digest(le, 8));
     s.view.store(29, 1e4);
     EXPECT_NE(kv::digest(s.view).whole, dc.whole);
     EXPECT_FALSE(s.buf->canary_damage().has_value());
