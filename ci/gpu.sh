@@ -22,3 +22,10 @@ start=$SECONDS
 timeout "${SUITE_TIMEOUT:-100000}" "$DIST/kverify" run --device cuda --suite "$SUITE" --quiet --out "$OUT/suite" > "$OUT/suite.log" 2>&1
 code=$?
 echo "suite $SUITE exit $code wall_s $((SECONDS - start))" >> "$OUT/suite.log"
+# dW determinism: every strategy twice (run to run), then under a 108-SM device profile.
+if [ -n "${REPEAT_SUITE:-}" ]; then
+  for profile in "" "" "sm_count=108"; do
+    "$DIST/kverify" run --device cuda ${profile:+--device-profile $profile} --suite "$REPEAT_SUITE" --quiet \
+      --out "$OUT/repeat" >> "$OUT/suite.log" 2>&1
+  done
+fi
