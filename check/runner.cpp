@@ -1,6 +1,8 @@
 // One case, start to finish, in this process.
 #include "check/runner.hpp"
 
+#include <tbb/info.h>
+
 #include <chrono>
 #include <fstream>
 #include <new>
@@ -85,6 +87,7 @@ nlohmann::json result_skeleton(const Case& c, const RunEnv& env) {
           {"dist", c.dist},
           {"seed", c.seed},
           {"device_name", env.device.name},
+          {"host_threads", tbb::info::default_concurrency()},
           {"device", env.device.to_json()},
           {"build", build_info()}};
 }

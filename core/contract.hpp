@@ -34,7 +34,9 @@ struct Contract {
   double u = 0;
   bool fma = false;
   bool ftz = false;
-  std::map<std::string, double> math_ulps;            // e.g. rsqrt -> 2
+  /// Max ulp error of each math function in its own precision (rsqrt: fp32 rsqrtf),
+  /// checked against calibrate-math on each GPU.
+  std::map<std::string, double> math_ulps;
   std::map<std::string, ReductionShape> reductions;   // per reduced axis
   std::map<std::string, DeterminismClaims> determinism;  // per output tensor
 

@@ -9,14 +9,6 @@
 
 namespace kv {
 
-Format format_of(DType d) {
-  switch (d) {
-    case DType::f32: return {24, -126, 127};
-    case DType::f16: return {11, -14, 15};
-    case DType::bf16: return {8, -126, 127};
-  }
-  return {24, -126, 127};
-}
 
 std::string_view dtype_name(DType d) {
   switch (d) {
@@ -36,87 +28,8 @@ std::optional<DType> parse_dtype(std::string_view s) {
 
 size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
 
-// Constants per dtype, in enum order (f32, f16, bf16); exact binary values.
-double unit_roundoff(DType d) {
-  static const double v[] = {0x1p-24, 0x1p-11, 0x1p-8};
-  return v[static_cast<int>(d)];
-}
 
-double max_finite(DType d) {
-  static const double v[] = {0x1.fffffep127, 0x1.ffcp15, 0x1.fep127};
-  return v[static_cast<int>(d)];
-}
 
-double min_normal(DType d) {
-  static const double v[] = {0x1p-126, 0x1p-14, 0x1p-126};
-  return v[static_cast<int>(d)];
-}
-
-double min_subnormal(DType d) {
-  static const double v[] = {0x1p-149, 0x1p-24, 0x1p-133};
-  return v[static_cast<int>(d)];
-}
-
-namespace {
-
-uint64_t dbits(double x) {
-  uint64_t b;
-  std::memcpy(&b, &x, 8);
-  return b;
-}
-
-// 2^q for q in the normal double range, built from its bits (exact, no libm).
-double pow2(int q) {
-  uint64_t b = static_cast<uint64_t>(q + 1023) << 52;
-  double v;
-  std::memcpy(&v, &b, 8);
-  return v;
-}
-
-// Rounds hi (+ the sign of lo, for ties and exactness) to the format with integer
-// operations on the significand. lo only matters when hi is exactly halfway between two
-// format numbers: elsewhere |lo| (at most half a double ulp of hi) is far below half a
-// format quantum, since the formats have at most 24 bits and doubles 53.
-double round_impl(DType d, double hi, double lo) {
-  if (!std::isfinite(hi)) return hi;
-  if (hi == 0.0) return lo == 0.0 ? hi : round_impl(d, lo, 0.0);
-  const Format f = format_of(d);
-  const uint64_t b = dbits(hi);
-  const bool neg = b >> 63;
-  int biased = static_cast<int>((b >> 52) & 0x7FF);
-  uint64_t m = b & ((uint64_t(1) << 52) - 1);
-  int e;  // hi = m * 2^(e - 52), m with its hidden bit
-  if (biased == 0) {
-    // Double subnormals (below 2^-1022) lie far below half the smallest subnormal of
-    // every format: they round to a signed zero.
-    return std::copysign(0.0, hi);
-  }
-  m |= uint64_t(1) << 52;
-  e = biased - 1023;
-  const int q = (e < f.emin ? f.emin : e) - (f.p - 1);  // quantum exponent of the format
-  const int shift = q - (e - 52);                         // significand bits to drop, >= 29
-  uint64_t keep;
-  bool up;
-  if (shift > 54) {
-    keep = 0, up = false;  // below a quarter quantum
-  } else {
-    keep = shift >= 64 ? 0 : (m >> shift);
-    const uint64_t rem = m & ((uint64_t(1) << shift) - 1), half = uint64_t(1) << (shift - 1);
-    if (rem > half) up = true;
-    else if (rem < half) up = false;
-    else if (lo != 0.0) up = (lo > 0) != neg;   // a tie in hi: lo breaks it
-    else up = (keep & 1) != 0;                  // a true tie: to even
-  }
-  keep += up ? 1 : 0;
-  double r = static_cast<double>(keep) * pow2(q);  // exact: keep <= 2^p
-  if (r > max_finite(d)) r = std::numeric_limits<double>::infinity();
-  return neg ? -r : r;
-}
-
-}  // namespace
-
-double round_to(DType d, double x) { return round_impl(d, x, 0.0); }
-double round_to(DType d, double hi, double lo) { return round_impl(d, hi, lo); }
 
 double ulp(DType d, double x) {
   Format f = format_of(d);

@@ -25,8 +25,21 @@ inline double rup(double x) {
   if (!(x < kInf)) return kInf;
   return x * (1.0 + 0x1p-50) + 0x1p-1074;
 }
-inline double down(double x) { return std::nextafter(x, -kInf); }
-inline double up(double x) { return std::nextafter(x, kInf); }
+/// Steps below / above an RN-computed value far enough to cover its rounding error:
+/// 2^-52 |x| is at least one ulp of x, so RN(x - that) <= x - ulp/2 (2^-1074 covers
+/// subnormals). No libm call: this is on the hot path of every enclosure element.
+inline double down(double x) { return x - (std::fabs(x) * 0x1p-52 + 0x1p-1074); }
+inline double up(double x) { return x + (std::fabs(x) * 0x1p-52 + 0x1p-1074); }
+
+/// Whether a * b is exact in double (Dekker's product with Veltkamp splitting, + - *
+/// only: the rounding error of RN(a*b) is zero).
+inline bool product_exact(double a, double b, double p) {
+  if (!std::isfinite(p) || p == 0 || std::fabs(p) < 0x1p-900 || std::fabs(p) > 0x1p900) return std::fma(a, b, -p) == 0.0;
+  const double c = 134217729.0;  // 2^27 + 1
+  double ga = c * a, ah = ga - (ga - a), al = a - ah;
+  double gb = c * b, bh = gb - (gb - b), bl = b - bh;
+  return ((ah * bh - p) + ah * bl + al * bh) + al * bl == 0.0;
+}
 }  // namespace enc_detail
 
 inline Enc enc_exact(double v) { return Enc{v, 0.0, false}; }
@@ -61,7 +74,7 @@ inline Enc operator-(const Enc& a, const Enc& b) { return a + (-b); }
 inline Enc operator*(const Enc& a, const Enc& b) {
   double m = a.m * b.m;
   double r = enc_detail::rup(std::fabs(a.m) * b.r + a.r * std::fabs(b.m) + a.r * b.r + std::fabs(m) * 0x1p-53 + 0x1p-1074);
-  if (a.r == 0 && b.r == 0 && std::fma(a.m, b.m, -m) == 0.0) r = 0.0;  // exact product
+  if (a.r == 0 && b.r == 0 && enc_detail::product_exact(a.m, b.m, m)) r = 0.0;
   return Enc{m, r, a.unv || b.unv};
 }
 inline Enc operator/(const Enc& a, const Enc& b) {

@@ -56,7 +56,9 @@ typename P::T rms_rstd_row(const P& p, const RmsParams& q, const double* x) {
   }
   T ms = p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.n)));
   T eps = p.mand(p.c(q.eps), q.compute());
-  return p.rsqrt(p.acc(ms + eps));
+  T r = p.rsqrt(p.acc(ms + eps));
+  // Mode none rounds rsqrtf's fp32 result to x's dtype.
+  return q.mode == RmsMode::none && q.x != DType::f32 ? p.acc(r) : r;
 }
 
 /// W' = offset + w in the compute dtype, once per column.

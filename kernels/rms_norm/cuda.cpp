@@ -55,9 +55,9 @@ class CudaRmsNorm : public CudaImpl {
     k.acc = none ? c.dtypes.at("x") : DType::f32;
     k.fma = true;  // nvcc contracts a*b+c; the enclosure of separate roundings contains it
     k.ftz = false;
-    // rsqrtf: 2 ulp (CUDA programming guide, checked by calibrate-math); in mode none the
-    // result is rounded once more to x's dtype, within 1 ulp of that dtype.
-    k.math_ulps["rsqrt"] = none && k.acc != DType::f32 ? 1.0 : 2.0;
+    // rsqrtf: 2 fp32 ulp (CUDA programming guide; calibrate-math measures it on each GPU).
+    // Mode none's rounding of the result to x's dtype is an acc step of the reference.
+    k.math_ulps["rsqrt"] = 2.0;
     int64_t n = c.shape.back(), T = 32 * c.config_int("num_warps", 4);
     k.reductions["row"] = {ceil_div(n, T), log2_ceil(T), 0, std::nullopt};
     DeterminismClaims rowwise = {"run_to_run", "gpu_invariant", "batch_invariant"};
