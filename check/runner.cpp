@@ -59,6 +59,14 @@ std::shared_ptr<InputSnapshot> RefCache::inputs(uint64_t key) const {
   return nullptr;
 }
 
+void RefCache::drop_inputs(uint64_t key) {
+  for (auto it = inputs_.begin(); it != inputs_.end(); ++it)
+    if (it->first == key) {
+      inputs_.erase(it);
+      return;
+    }
+}
+
 void RefCache::put_inputs(uint64_t key, std::shared_ptr<InputSnapshot> s) {
   if (inputs_.size() >= max_) inputs_.erase(inputs_.begin());
   inputs_.emplace_back(key, std::move(s));
@@ -174,17 +182,34 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   layout_only.alias = c.alias;
   const uint64_t input_key = c.input_id() ^ layout_only.case_id();
   auto snap = cache.inputs(input_key);
+  auto aliased = [&](const TensorSlot& in) {
+    for (auto& o : ts.slots)
+      if (o.alias_of == in.desc.name) return true;
+    return false;
+  };
   if (snap) {
     size_t k = 0;
-    for (auto& s : ts.slots)
-      if (s.role == Role::input) s.buffer->raw() = snap->raw[k++];
+    for (auto& s : ts.slots) {
+      if (s.role != Role::input) continue;
+      const auto& b = snap->buffers[k++];
+      if (aliased(s)) s.buffer->raw() = b->raw();  // written in place: a private copy
+      else s.buffer = b;
+    }
+    for (auto& s : ts.slots)  // outputs aliasing an input follow its buffer
+      if (!s.alias_of.empty()) s.buffer = ts.at(s.alias_of).buffer;
   } else {
     op.generate(c, ts);
     snap = std::make_shared<InputSnapshot>();
     snap->digests = nlohmann::json::object();
     for (auto& s : ts.slots) {
       if (s.role != Role::input) continue;
-      snap->raw.push_back(s.buffer->raw());
+      if (aliased(s)) {
+        auto copy = std::make_shared<Buffer>(s.buffer->payload_bytes());
+        copy->raw() = s.buffer->raw();
+        snap->buffers.push_back(copy);
+      } else {
+        snap->buffers.push_back(s.buffer);
+      }
       snap->digests[s.desc.name] = digest(s.view()).to_json();
       snap->raw_digests[s.desc.name] = raw_digest(s.buffer->payload(), s.buffer->payload_bytes());
     }
@@ -243,15 +268,20 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   std::vector<std::string> reasons;
   for (auto& s : ts.slots)
     if (s.alias_of.empty())
-      if (auto dmg = s.buffer->canary_damage()) reasons.push_back("out-of-bounds write on " + s.desc.name + ": " + *dmg);
+      if (auto dmg = s.buffer->canary_damage()) {
+        reasons.push_back("out-of-bounds write on " + s.desc.name + ": " + *dmg);
+        if (s.role == Role::input) cache.drop_inputs(input_key);  // shared: not pristine now
+      }
   for (auto& [n, b] : ts.workspaces)
     if (auto dmg = b->canary_damage()) reasons.push_back("out-of-bounds write on workspace " + n + ": " + *dmg);
   for (auto& s : ts.slots) {
     if (s.role != Role::input) continue;
     bool written_in_place = false;
     for (auto& o : ts.slots) written_in_place |= o.alias_of == s.desc.name;
-    if (!written_in_place && raw_digest(s.buffer->payload(), s.buffer->payload_bytes()) != raw_before.at(s.desc.name))
+    if (!written_in_place && raw_digest(s.buffer->payload(), s.buffer->payload_bytes()) != raw_before.at(s.desc.name)) {
       reasons.push_back("input " + s.desc.name + " was modified");
+      cache.drop_inputs(input_key);  // the shared copy is no longer pristine
+    }
   }
   nlohmann::json outs = nlohmann::json::object();
   bool any_fail = !reasons.empty(), any_unv = false;

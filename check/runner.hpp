@@ -24,9 +24,11 @@ struct RunEnv {
 };
 
 /// Generated inputs of one input identity and layout: the input buffers as generation
-/// left them (canaries and poisoned padding included) and their digests.
+/// left them (canaries and poisoned padding included) and their digests. Cases share
+/// these buffers (impls must not write inputs, which every case checks); an input that
+/// an output aliases is copied instead.
 struct InputSnapshot {
-  std::vector<std::vector<uint8_t>> raw;  // per input slot, in slot order
+  std::vector<std::shared_ptr<Buffer>> buffers;  // per input slot, in slot order
   nlohmann::json digests;
   std::map<std::string, uint64_t> raw_digests;
 };
@@ -40,6 +42,7 @@ class RefCache {
   void put(uint64_t input_id, std::shared_ptr<RefResult> r);
   std::shared_ptr<InputSnapshot> inputs(uint64_t key) const;
   void put_inputs(uint64_t key, std::shared_ptr<InputSnapshot> s);
+  void drop_inputs(uint64_t key);
   size_t hits() const { return hits_; }
   /// Enclosure storage reused from case to case.
   std::vector<OutputEnclosure>& scratch() { return scratch_; }

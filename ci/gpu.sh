@@ -19,9 +19,10 @@ echo "cuda tests exit $?" >> "$OUT/cuda-tests.log"
   echo "exit code $?"
 } >> "$OUT/cuda-tests.log" 2>&1
 start=$SECONDS
-timeout "${SUITE_TIMEOUT:-100000}" "$DIST/kverify" run --device cuda --suite "$SUITE" --quiet --out "$OUT/suite" > "$OUT/suite.log" 2>&1
+timeout "${SUITE_TIMEOUT:-100000}" "$DIST/kverify" run --device cuda --suite "$SUITE" ${SHARD:+--shard $SHARD} --quiet \
+  --out "$OUT/suite" > "$OUT/suite.log" 2>&1
 code=$?
-echo "suite $SUITE exit $code wall_s $((SECONDS - start))" >> "$OUT/suite.log"
+echo "suite $SUITE shard ${SHARD:-all} exit $code wall_s $((SECONDS - start))" >> "$OUT/suite.log"
 # dW determinism: every strategy twice (run to run), then under a 108-SM device profile.
 if [ -n "${REPEAT_SUITE:-}" ]; then
   for profile in "" "" "sm_count=108"; do

@@ -27,6 +27,7 @@ namespace kv {
 namespace {
 
 struct Common {
+  std::string shard;
   std::string device = "auto";
   std::string profile;
   double timeout_s = 600;
@@ -106,9 +107,21 @@ std::vector<Case> group_by_input(const std::vector<Case>& cases) {
   return out;
 }
 
+/// Shard i of n: a contiguous slice of the grouped cases (so input groups stay whole
+/// but at the slice edges), the same on every machine.
+std::vector<Case> shard_of(const std::vector<Case>& cases, const std::string& spec) {
+  if (spec.empty()) return cases;
+  auto slash = spec.find('/');
+  if (slash == std::string::npos) throw UsageError("malformed --shard '" + spec + "' (expected i/N)");
+  int64_t i = parse_int(spec.substr(0, slash), "shard index"), n = parse_int(spec.substr(slash + 1), "shard count");
+  if (n < 1 || i < 0 || i >= n) throw UsageError("--shard " + spec + ": need 0 <= i < N");
+  const int64_t total = static_cast<int64_t>(cases.size());
+  return std::vector<Case>(cases.begin() + total * i / n, cases.begin() + total * (i + 1) / n);
+}
+
 /// Runs cases through the worker, appending each result as it finishes.
 int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, bool quiet) {
-  const std::vector<Case> cases = group_by_input(in);
+  const std::vector<Case> cases = shard_of(group_by_input(in), c.shard);
   std::filesystem::create_directories(c.out);
   std::string results = (std::filesystem::path(c.out) / "results.jsonl").string();
   ResultsWriter w(results);
@@ -219,6 +232,13 @@ int kverify_main(int argc, char** argv) {
   run->add_option("--seed", seeds, "seed (repeatable)");
   run->add_option("--suite", suite, "a suite file (JSON) instead of the selection options");
   run->add_flag("--quiet", quiet, "print only failures and the totals");
+  run->add_option("--shard", rc.shard, "run shard i of N (i/N): a fixed slice of the cases, input groups kept together");
+
+  std::string sum_results, sum_out = "out/summary.html", sum_run;
+  auto* summary = app.add_subcommand("summary", "render the HTML summary of a results file");
+  summary->add_option("--results", sum_results, "results file (JSON Lines)")->required();
+  summary->add_option("--run-id", sum_run, "only this run (default: every line)");
+  summary->add_option("--out", sum_out, "HTML file to write");
 
   Common pc;
   std::string replay_case;
@@ -250,6 +270,12 @@ int kverify_main(int argc, char** argv) {
 
   try {
     if (*list) return cmd_list(list_json);
+    if (*summary) {
+      auto lines = read_results(sum_results, sum_run);
+      write_summary_html(sum_out, lines, sum_run.empty() ? "all runs in " + sum_results : sum_run);
+      std::cout << "summary: " << sum_out << " (" << lines.size() << " cases)\n";
+      return 0;
+    }
     if (*worker) {
       RunEnv env = make_env(wc);
       env.run_id = worker_run_id;

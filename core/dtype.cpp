@@ -26,20 +26,10 @@ std::optional<DType> parse_dtype(std::string_view s) {
   return std::nullopt;
 }
 
-size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
 
 
 
 
-double ulp(DType d, double x) {
-  Format f = format_of(d);
-  if (!std::isfinite(x)) return std::numeric_limits<double>::infinity();
-  if (x == 0.0) return min_subnormal(d);
-  int e = 0;
-  std::frexp(x, &e);
-  int E = e - 1 < f.emin ? f.emin : e - 1;
-  return std::ldexp(1.0, E - (f.p - 1));
-}
 
 uint32_t canonical_nan_bits(DType d) {
   switch (d) {
@@ -50,7 +40,6 @@ uint32_t canonical_nan_bits(DType d) {
   return 0;
 }
 
-uint32_t poison_bits(DType d) { return d == DType::f32 ? 0xFFFFFFFFu : 0xFFFFu; }
 
 bool is_nan_bits(DType d, uint32_t b) {
   switch (d) {

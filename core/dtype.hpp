@@ -24,7 +24,7 @@ inline Format format_of(DType d) {
 }
 std::string_view dtype_name(DType d);
 std::optional<DType> parse_dtype(std::string_view s);
-size_t dtype_size(DType d);
+inline size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
 
 // Constants per dtype, in enum order (f32, f16, bf16); exact binary values.
 /// Unit roundoff of round-to-nearest in d: 2^-p.
@@ -46,7 +46,19 @@ inline double min_subnormal(DType d) {
   return v[static_cast<int>(d)];
 }
 /// Spacing of d's numbers at |x| (for |x| below the normal range: the subnormal spacing).
-double ulp(DType d, double x);
+inline double ulp(DType d, double x) {
+  uint64_t b;
+  std::memcpy(&b, &x, 8);
+  const int biased = static_cast<int>((b >> 52) & 0x7FF);
+  if (biased == 0x7FF) return __builtin_inf();
+  const Format f = format_of(d);
+  const int e = biased == 0 ? f.emin : biased - 1023;
+  const int q = (e < f.emin ? f.emin : e) - (f.p - 1);
+  const uint64_t pb = static_cast<uint64_t>(q + 1023) << 52;
+  double r;
+  std::memcpy(&r, &pb, 8);
+  return r;
+}
 
 /// Exact RNE of the unevaluated sum hi + lo (|lo| <= ulp(hi)/2, as double-double values
 /// are), by integer operations on the significand: exact, so independent of the FPU
@@ -54,7 +66,7 @@ double ulp(DType d, double x);
 /// elsewhere |lo| (at most half a double ulp of hi) is far below half a format quantum,
 /// since the formats have at most 24 bits and doubles 53. Overflow gives ±inf; NaN,
 /// ±inf and ±0 are kept. Inline: it is on the hot path of every enclosure element.
-inline double round_to(DType d, double hi, double lo) {
+[[gnu::always_inline]] inline double round_to(DType d, double hi, double lo) {
   if (hi == 0.0 && lo != 0.0) hi = lo, lo = 0.0;  // (never the case for double-doubles)
   uint64_t b;
   std::memcpy(&b, &hi, 8);
@@ -90,7 +102,7 @@ inline double round_to(DType d, double hi, double lo) {
   return neg ? -r : r;
 }
 /// Exact RNE of x to d.
-inline double round_to(DType d, double x) { return round_to(d, x, 0.0); }
+[[gnu::always_inline]] inline double round_to(DType d, double x) { return round_to(d, x, 0.0); }
 
 /// Bits of a value representable in d (NaN becomes d's canonical quiet NaN).
 uint32_t encode(DType d, double representable);
@@ -98,7 +110,7 @@ double decode(DType d, uint32_t bits);
 uint32_t canonical_nan_bits(DType d);
 /// Bits written over outputs before a run: a negative NaN with a full payload, which
 /// arithmetic never produces, so an element still holding it was not written.
-uint32_t poison_bits(DType d);
+inline uint32_t poison_bits(DType d) { return d == DType::f32 ? 0xFFFFFFFFu : 0xFFFFu; }
 bool is_nan_bits(DType d, uint32_t bits);
 
 }  // namespace kv

@@ -2,6 +2,7 @@
 // storage with guard canaries on both sides, outputs poisoned before every run.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -55,12 +56,27 @@ struct TensorView {
   TensorDesc desc;
   uint8_t* base = nullptr;  // payload start
 
-  int64_t storage_index(int64_t logical) const;
-  uint32_t bits(int64_t logical) const;
+  int64_t storage_index(int64_t logical) const {
+    return desc.strides.empty() ? desc.offset + logical : strided_index(logical);
+  }
+  uint32_t bits(int64_t logical) const {
+    const uint8_t* p = base + storage_index(logical) * static_cast<int64_t>(dtype_size(desc.dtype));
+    if (desc.dtype == DType::f32) {
+      uint32_t b;
+      std::memcpy(&b, p, 4);
+      return b;
+    }
+    uint16_t b;
+    std::memcpy(&b, p, 2);
+    return b;
+  }
   void set_bits(int64_t logical, uint32_t b);
   double get(int64_t logical) const { return decode(desc.dtype, bits(logical)); }
   /// Stores RNE(v) in the view's dtype.
   void store(int64_t logical, double v) { set_bits(logical, encode(desc.dtype, round_to(desc.dtype, v))); }
+
+ private:
+  int64_t strided_index(int64_t logical) const;
 };
 
 struct TensorSlot {

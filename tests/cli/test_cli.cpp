@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "check/results.hpp"
 #ifdef KV_HAVE_CUDA
@@ -129,4 +130,21 @@ TEST(Cli, ListShowsOpsImplsKnobsAndContracts) {
   }
   EXPECT_TRUE(ops.count("rms_norm.fwd") && ops.count("rms_norm.bwd"));
   EXPECT_EQ(o.text.find("host.bug"), std::string::npos);  // test-only impls stay hidden
+}
+
+TEST(Cli, ShardsPartitionTheCases) {
+  std::string d = tmpdir("shard");
+  std::string sel = "run --op rms_norm.fwd --dtype bf16 --dtype fp32 --shape 2x8 --shape 3x9 --config num_warps=1 "
+                    "--config num_warps=2 --out ";
+  ASSERT_EQ(sh(KV_BIN, sel + d + "/all").code, 0);
+  ASSERT_EQ(sh(KV_BIN, sel + d + "/s0 --shard 0/3").code, 0);
+  ASSERT_EQ(sh(KV_BIN, sel + d + "/s1 --shard 1/3").code, 0);
+  ASSERT_EQ(sh(KV_BIN, sel + d + "/s2 --shard 2/3").code, 0);
+  std::multiset<std::string> all, parts;
+  for (auto& j : kv::read_results(d + "/all/results.jsonl")) all.insert(j["case"]);
+  for (const char* s : {"/s0", "/s1", "/s2"})
+    for (auto& j : kv::read_results(d + s + "/results.jsonl")) parts.insert(j["case"]);
+  EXPECT_EQ(all.size(), 8u);
+  EXPECT_EQ(parts, all);
+  EXPECT_EQ(sh(KV_BIN, sel + d + "/bad --shard 3/3").code, 2);
 }
