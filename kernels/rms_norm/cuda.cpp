@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "kv_build_info.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/rms_norm/cuda_launch.hpp"
 
@@ -41,7 +42,7 @@ class CudaRmsNorm : public CudaImpl {
   explicit CudaRmsNorm(bool bwd) : bwd_(bwd) {}
   std::string op() const override { return bwd_ ? "rms_norm.bwd" : "rms_norm.fwd"; }
   std::string name() const override { return "cuda"; }
-  std::string version() const override { return "cuda-rms-norm-1"; }
+  std::string version() const override { return KV_IMPL_VERSION_CUDA_RMS_NORM; }
 
   std::vector<ConfigKnob> knobs() const override {
     std::vector<ConfigKnob> k = {{"num_warps", {"4", "1", "2", "8", "16", "32"}}};

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "kv_build_info.hpp"
 
 namespace kv {
 
@@ -35,7 +36,7 @@ class HostRmsNorm : public Impl {
   std::string op() const override { return bwd_ ? "rms_norm.bwd" : "rms_norm.fwd"; }
   std::string name() const override { return name_; }
   std::string device() const override { return "host"; }
-  std::string version() const override { return "host-rms-norm-1"; }
+  std::string version() const override { return KV_IMPL_VERSION_HOST_RMS_NORM; }
   bool test_only() const override { return bug_ != RmsBug::none; }
 
   std::vector<ConfigKnob> knobs() const override {
