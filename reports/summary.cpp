@@ -46,14 +46,18 @@ void write_summary_html(const std::string& path, const std::vector<nlohmann::jso
   f << "<h1>kverify run " << esc(run_id) << "</h1>\n";
   if (!lines.empty()) {
     auto& j = lines.front();
-    f << "<p>Device: <b>" << esc(j.value("device_name", "")) << "</b> (" << esc(str(j["device"]["kind"]))
-      << ", profile " << esc(str(j["device"]["profile"])) << ")<br>Build: commit " << esc(str(j["build"]["commit"]))
+    const auto& d = j["device"];
+    f << "<p>Device: <b>" << esc(j.value("device_name", "")) << "</b> (" << esc(str(d["kind"])) << ", UUID "
+      << esc(str(d["uuid"])) << ", compute capability " << esc(str(d["compute_capability"])) << ", driver "
+      << esc(str(d["driver_version"])) << ", CUDA runtime " << esc(str(d["runtime_version"])) << ", MIG "
+      << esc(str(d["mig_mode"])) << ", profile " << esc(str(d["profile"])) << ")<br>Build: commit "
+      << esc(str(j["build"]["commit"]))
       << (j["build"].value("dirty", false) ? " (dirty)" : "") << ", " << esc(str(j["build"]["compiler"])) << "</p>\n";
   }
   f << "<p>" << lines.size() << " cases:";
   for (auto& [k, v] : counts) f << " <span class='" << esc(k) << "'>" << v << " " << esc(k) << "</span>";
   f << "</p>\n<table><tr><th>verdict</th><th>op</th><th>impl</th><th>dtypes</th><th>shape</th><th>attrs</th>"
-    << "<th>config</th><th>dist</th><th>worst ratio</th><th>max ulps</th><th>reference</th><th>time (s)</th>"
+    << "<th>config</th><th>dist</th><th>worst ratio</th><th>max ulps</th><th>reference</th><th>kernel (ms)</th><th>time (s)</th>"
     << "<th>reason / replay</th></tr>\n";
   for (auto& j : lines) {
     std::string v = j.value("verdict", "error");
@@ -70,6 +74,9 @@ void write_summary_html(const std::string& path, const std::vector<nlohmann::jso
       << "</td><td>" << esc(str(j["attrs"])) << "</td><td>" << esc(str(j["config"])) << "</td><td>"
       << esc(j.value("dist", "")) << "</td><td>" << (inf ? std::string("inf") : std::to_string(worst)) << "</td><td>"
       << ulps << "</td><td>" << esc(j.contains("reference") ? str(j["reference"]["method"]) : "") << "</td><td>"
+      << (j.contains("timings") && j["timings"].contains("kernel_ms") ? std::to_string(j["timings"]["kernel_ms"].get<double>())
+                                                                      : std::string())
+      << "</td><td>"
       << (j.contains("timings") ? std::to_string(j["timings"].value("total_s", 0.0)) : "") << "</td><td>";
     if (j.contains("reason")) f << esc(str(j["reason"]));
     if (v == "fail" || v == "error") f << "<br><code>kverify replay '" << esc(j.value("case", "")) << "'</code>";
