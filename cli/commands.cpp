@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "kv_default_suite.hpp"
+#include "kv_standard_suite.hpp"
 #include "reports/summary.hpp"
 #ifdef KV_HAVE_CUDA
 #include "check/calibrate.hpp"
@@ -220,7 +221,7 @@ int kverify_main(int argc, char** argv) {
   std::vector<uint64_t> seeds;
   std::string attrs, suite;
   bool quiet = false;
-  auto* run = app.add_subcommand("run", "run cases (with no selection: the default suite)");
+  auto* run = app.add_subcommand("run", "run cases (with no selection: suites/standard.json on a GPU, suites/host-default.json on the host)");
   add_common(run, rc);
   run->add_option("--op", ops, "op, e.g. rms_norm.fwd (repeatable)");
   run->add_option("--impl", impls, "impl name (default: every impl of the op on the device)");
@@ -317,7 +318,9 @@ int kverify_main(int argc, char** argv) {
       if (!suite.empty()) {
         entries = load_suite(suite);
       } else if (!selection) {
-        entries = parse_suite(kDefaultSuiteJson, "the default suite");
+        // The main job: the standard suite on a GPU, the host suite elsewhere.
+        entries = env.device.kind == "cuda" ? parse_suite(kStandardSuiteJson, "the standard suite")
+                                            : parse_suite(kDefaultSuiteJson, "the default suite");
       } else {
         if (ops.empty()) throw UsageError("--op is required with selection options");
         SuiteEntry e;
