@@ -100,7 +100,7 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
         if (j.value("worker_exit", false)) stop(false);  // it exits after a sticky error
         return j;
       } catch (const std::exception&) {
-        std::string how = stop(true);
+        stop(true);
         return error_result(c, env, "worker answered malformed JSON (" + answer.substr(0, 80) + "); restarted");
       }
     }
