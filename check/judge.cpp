@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/error.hpp"
@@ -39,12 +40,16 @@ constexpr int kBins = 2 + kOctaves * kPerOctave;
 
 int ratio_bin(double r) {
   if (r == 0) return 0;
-  if (!(r < std::ldexp(1.0, kMinExp + kOctaves))) return kBins - 1;
-  if (r < std::ldexp(1.0, kMinExp)) return 1;
-  int e = 0;
-  double m = std::frexp(r, &e);  // r = m 2^e, m in [0.5, 1)
-  int sub = static_cast<int>((m - 0.5) * 2 * kPerOctave);
-  return 1 + (e - 1 - kMinExp) * kPerOctave + sub;
+  constexpr double lo = 0x1p-40, hi = 0x1p24;  // 2^kMinExp, 2^(kMinExp + kOctaves)
+  static_assert(kMinExp == -40 && kMinExp + kOctaves == 24);
+  if (!(r < hi)) return kBins - 1;
+  if (r < lo) return 1;
+  // r = (1 + f) 2^e: the octave from the exponent bits, the bin from the top 6 fraction bits.
+  uint64_t b;
+  std::memcpy(&b, &r, 8);
+  const int e = static_cast<int>((b >> 52) & 0x7FF) - 1023;
+  const int sub = static_cast<int>((b >> (52 - 6)) & (kPerOctave - 1));
+  return 1 + (e - kMinExp) * kPerOctave + sub;
 }
 
 double bin_upper(int b) {

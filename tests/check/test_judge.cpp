@@ -1,0 +1,83 @@
+// The judge on hand-made outputs: NaN fails, an exact 0 passes a zero-width enclosure,
+// poison counts as unwritten, padding writes are caught, and max/p99 ratios are right.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "check/judge.hpp"
+#include "core/tensor.hpp"
+
+namespace {
+
+struct Out {
+  std::shared_ptr<kv::Buffer> buf;
+  kv::TensorView view;
+  Out(kv::DType d, int64_t n, std::vector<int64_t> strides = {}, int64_t offset = 0) {
+    kv::TensorDesc desc{"y", d, {n}, std::move(strides), offset};
+    buf = std::make_shared<kv::Buffer>(static_cast<size_t>(desc.storage_elems()) * kv::dtype_size(d));
+    buf->poison(d);
+    view = kv::TensorView{desc, buf->payload()};
+  }
+};
+
+/// Reference v with no error, and the enclosure [v - hw, v + hw] for every element.
+void point_ref(size_t n, double v, double hw, kv::OutputRef& ref, kv::OutputEnclosure& enc) {
+  ref = kv::OutputRef{"y", std::vector<double>(n, v), std::vector<double>(n, 0.0)};
+  enc = kv::OutputEnclosure{"y", std::vector<double>(n, v - hw), std::vector<double>(n, v + hw),
+                            std::vector<uint8_t>(n, 0)};
+}
+
+}  // namespace
+
+TEST(Judge, NanFailsAndExactZeroPasses) {
+  Out o(kv::DType::f32, 3);
+  kv::OutputRef ref;
+  kv::OutputEnclosure enc;
+  point_ref(3, 0.0, 0.0, ref, enc);  // zero-width enclosure at 0
+  o.view.store(0, 0.0);
+  o.view.store(1, -0.0);
+  o.view.store(2, std::nan(""));
+  auto tv = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv.verdict, "fail");
+  EXPECT_EQ(tv.n_fail, 1);
+  EXPECT_EQ(tv.n_nan_mismatch, 1);
+  EXPECT_EQ(tv.first_fail_index, 2);
+  o.view.store(2, 0.0);
+  EXPECT_EQ(kv::judge(o.view, ref, enc, true).verdict, "pass");
+}
+
+TEST(Judge, PoisonIsUnwrittenAndPaddingWritesAreCaught) {
+  Out o(kv::DType::bf16, 4, {2}, 1);  // every other element, offset 1
+  kv::OutputRef ref;
+  kv::OutputEnclosure enc;
+  point_ref(4, 1.0, 0.0, ref, enc);
+  for (int64_t i = 0; i < 3; ++i) o.view.store(i, 1.0);  // element 3 left poisoned
+  auto tv = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv.n_unwritten, 1);
+  EXPECT_EQ(tv.verdict, "fail");
+  o.view.store(3, 1.0);
+  EXPECT_EQ(kv::judge(o.view, ref, enc, true).verdict, "pass");
+  o.view.base[0] = 0;  // the offset gap before the first element
+  auto tv2 = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv2.n_padding_written, 1);
+  EXPECT_EQ(tv2.verdict, "fail");
+}
+
+TEST(Judge, RatiosAndP99) {
+  // 1000 outputs at 1 + k 2^-23 (k = 0..999) against v = 1, enclosure half-width 2^-13:
+  // ratio_k = k 2^-23 / (RN(1 + 2^-13) - 1) = k / 1024.
+  const int64_t n = 1000;
+  Out o(kv::DType::f32, n);
+  kv::OutputRef ref;
+  kv::OutputEnclosure enc;
+  point_ref(n, 1.0, 0x1p-13, ref, enc);
+  for (int64_t k = 0; k < n; ++k) o.view.store(k, 1.0 + static_cast<double>(k) * 0x1p-23);
+  auto tv = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv.verdict, "pass");
+  EXPECT_DOUBLE_EQ(tv.max_ratio, 999.0 / 1024.0);
+  EXPECT_EQ(tv.worst_index, 999);
+  const double exact_p99 = 989.0 / 1024.0;  // rank floor(0.99 * 999) = 989
+  EXPECT_GE(tv.p99_ratio, exact_p99);
+  EXPECT_LE(tv.p99_ratio, exact_p99 * (1 + 1.0 / 64));
+  EXPECT_DOUBLE_EQ(tv.max_ulps, 999.0);  // fp32 spacing at 1 is 2^-23
+}
