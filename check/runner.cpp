@@ -230,27 +230,41 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   }
   double t_reference = since(t0);
   t0 = Clock::now();
-  std::vector<OutputEnclosure>& encs = cache.scratch();
-  op.enclose(c, ts, k, encs);
-  auto out_dtype = [&](const std::string& n) { return ts.at(n).desc.dtype; };
-  std::map<std::string, std::vector<int64_t>> misses;
-  for (auto& e : encs) {
-    auto m = ref_target_misses(ref->at(e.name), e, out_dtype(e.name));
-    if (!m.empty()) misses[e.name] = std::move(m);
-  }
-  int64_t refined = 0, insufficient = 0;
-  if (!misses.empty()) {
-    for (auto& [n, m] : misses) refined += static_cast<int64_t>(m.size());
-    op.refine(c, ts, *ref, misses);
+  // The enclosure depends on the inputs and the contract's numerics only: configs that
+  // declare the same numerics (e.g. per-SM partials and atomics) share it.
+  RefCache::Enclosures& sc = cache.scratch();
+  const uint64_t enc_key = iid * 0x9E3779B97F4A7C15ull ^ k.numerics_hash();
+  const bool enc_cached = sc.valid && sc.key == enc_key;
+  std::vector<OutputEnclosure>& encs = sc.outputs;
+  if (!enc_cached) {
+    sc.valid = false;
+    op.enclose(c, ts, k, encs);
+    auto out_dtype = [&](const std::string& n) { return ts.at(n).desc.dtype; };
+    std::map<std::string, std::vector<int64_t>> misses;
     for (auto& e : encs) {
-      for (int64_t i : ref_target_misses(ref->at(e.name), e, out_dtype(e.name))) {
-        e.unverifiable[i] = 1;  // the reference cannot decide this element: never a pass
-        ++insufficient;
+      auto m = ref_target_misses(ref->at(e.name), e, out_dtype(e.name));
+      if (!m.empty()) misses[e.name] = std::move(m);
+    }
+    sc.refined = sc.insufficient = 0;
+    if (!misses.empty()) {
+      for (auto& [n, m] : misses) sc.refined += static_cast<int64_t>(m.size());
+      op.refine(c, ts, *ref, misses);
+      for (auto& e : encs) {
+        for (int64_t i : ref_target_misses(ref->at(e.name), e, out_dtype(e.name))) {
+          e.unverifiable[i] = 1;  // the reference cannot decide this element: never a pass
+          ++sc.insufficient;
+        }
       }
     }
+    sc.key = enc_key;
+    sc.valid = true;
   }
+  const int64_t refined = sc.refined, insufficient = sc.insufficient;
   double t_enclose = since(t0);
-  j["reference"] = {{"method", ref->method}, {"cached", cached}, {"elements_refined", refined},
+  j["reference"] = {{"method", ref->method},
+                    {"cached", cached},
+                    {"enclosure_cached", enc_cached},
+                    {"elements_refined", refined},
                     {"elements_reference_insufficient", insufficient}};
 
   // Workspaces, poisoned and canaried like tensors.

@@ -44,11 +44,18 @@ class RefCache {
   void put_inputs(uint64_t key, std::shared_ptr<InputSnapshot> s);
   void drop_inputs(uint64_t key);
   size_t hits() const { return hits_; }
-  /// Enclosure storage reused from case to case.
-  std::vector<OutputEnclosure>& scratch() { return scratch_; }
+  /// The last enclosure computed, with its key (input identity and contract numerics):
+  /// a case with the same key reuses it, a new key overwrites it (storage reused).
+  struct Enclosures {
+    uint64_t key = 0;
+    bool valid = false;
+    std::vector<OutputEnclosure> outputs;
+    int64_t refined = 0, insufficient = 0;
+  };
+  Enclosures& scratch() { return scratch_; }
 
  private:
-  std::vector<OutputEnclosure> scratch_;
+  Enclosures scratch_;
   size_t max_;
   mutable size_t hits_ = 0;
   std::vector<std::pair<uint64_t, std::shared_ptr<RefResult>>> entries_;

@@ -98,13 +98,26 @@ std::string brief(const nlohmann::json& j) {
 }
 
 /// Cases sharing an input identity next to each other (groups in order of first
-/// appearance), so the worker generates inputs and references once per group.
-std::vector<Case> group_by_input(const std::vector<Case>& cases) {
+/// appearance), and within a group those whose contracts declare the same numerics, so
+/// the worker generates inputs, references and enclosures once for each.
+std::vector<Case> group_by_input(const std::vector<Case>& cases, const DeviceProfile& profile) {
   std::map<uint64_t, size_t> first;
-  for (size_t i = 0; i < cases.size(); ++i) first.emplace(cases[i].input_id(), i);
+  std::map<std::string, uint64_t> numerics;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    first.emplace(cases[i].input_id(), i);
+    try {
+      const Impl& im = registry().impl(cases[i].op, cases[i].impl);
+      numerics[cases[i].str()] = im.contract(cases[i], profile).numerics_hash();
+    } catch (const std::exception&) {
+      numerics[cases[i].str()] = 0;  // the case reports its own error when it runs
+    }
+  }
   std::vector<Case> out = cases;
-  std::stable_sort(out.begin(), out.end(),
-                   [&](const Case& a, const Case& b) { return first[a.input_id()] < first[b.input_id()]; });
+  std::stable_sort(out.begin(), out.end(), [&](const Case& a, const Case& b) {
+    size_t fa = first[a.input_id()], fb = first[b.input_id()];
+    if (fa != fb) return fa < fb;
+    return numerics[a.str()] < numerics[b.str()];
+  });
   return out;
 }
 
@@ -122,7 +135,7 @@ std::vector<Case> shard_of(const std::vector<Case>& cases, const std::string& sp
 
 /// Runs cases through the worker, appending each result as it finishes.
 int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, bool quiet) {
-  const std::vector<Case> cases = shard_of(group_by_input(in), c.shard);
+  const std::vector<Case> cases = shard_of(group_by_input(in, env.device.profile), c.shard);
   std::filesystem::create_directories(c.out);
   std::string results = (std::filesystem::path(c.out) / "results.jsonl").string();
   ResultsWriter w(results);

@@ -49,6 +49,13 @@ uint64_t Contract::hash() const {
   return XXH64(s.data(), s.size(), 7);
 }
 
+uint64_t Contract::numerics_hash() const {
+  nlohmann::json j = to_json();
+  j.erase("determinism");
+  std::string s = j.dump();
+  return XXH64(s.data(), s.size(), 11);
+}
+
 double gamma_n(int64_t n, double u) {
   double nu = static_cast<double>(n) * u;
   if (nu >= 1.0) return std::numeric_limits<double>::infinity();

@@ -48,6 +48,8 @@ struct Contract {
   double ulps(const std::string& fn) const;
   nlohmann::json to_json() const;
   uint64_t hash() const;
+  /// Hash of what determines the enclosure (everything but the determinism claims).
+  uint64_t numerics_hash() const;
 };
 
 /// gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, Lemma 3.1); +inf when n u >= 1.

@@ -148,3 +148,19 @@ TEST(Cli, ShardsPartitionTheCases) {
   EXPECT_EQ(parts, all);
   EXPECT_EQ(sh(KV_BIN, sel + d + "/bad --shard 3/3").code, 2);
 }
+
+TEST(Cli, ConfigsWithTheSameNumericsShareOneEnclosure) {
+  // asc and desc orders declare the same contract: the second case reuses the enclosure.
+  std::string d = tmpdir("encshare");
+  Out o = sh(KV_BIN, "run --op rms_norm.fwd --dtype bf16 --shape 2x4096 --config num_warps=4,order=asc "
+                     "--config num_warps=4,order=desc --config num_warps=8,order=asc --out " + d);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto lines = kv::read_results(d + "/results.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  int reused = 0;
+  for (auto& j : lines) {
+    EXPECT_EQ(j["verdict"], "pass");
+    reused += j["reference"]["enclosure_cached"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_EQ(reused, 1);  // asc/desc share; num_warps=8 has its own n_eff
+}
