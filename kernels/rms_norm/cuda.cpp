@@ -6,18 +6,12 @@
 #include "core/error.hpp"
 #include "kv_build_info.hpp"
 #include "kernels/cuda_impl.hpp"
+#include "kernels/rms_norm/contract.hpp"
 #include "kernels/rms_norm/cuda_launch.hpp"
 
 namespace kv {
 
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t log2_ceil(int64_t v) {
-  int64_t d = 0;
-  while ((int64_t(1) << d) < v) ++d;
-  return d;
-}
 
 /// Addresses a tensor of shape (..., N) as rows x N with one row stride; nullopt when
 /// the leading dims do not collapse to a single stride.
@@ -51,30 +45,14 @@ class CudaRmsNorm : public CudaImpl {
   }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
-    Contract k;
-    bool none = c.attr("mode") == "none";
-    k.acc = none ? c.dtypes.at("x") : DType::f32;
+    // T lanes: serial runs of ceil(N/T), then shuffle and cross-warp trees of depth log2 T.
+    const int64_t n = c.shape.back(), T = 32 * c.config_int("num_warps", 4);
+    const std::string s = c.config_or("dw", "per_sm");
+    Contract k = rms_norm_contract(c, bwd_, {ceil_div(n, T), log2_ceil(T), 0, std::nullopt}, bwd_ ? partials(c, p) : 1,
+                                   s == "atomics"  ? DeterminismClaims{}
+                                   : s == "per_sm" ? DeterminismClaims{"run_to_run"}
+                                                   : DeterminismClaims{"run_to_run", "gpu_invariant"});
     k.fma = true;  // nvcc contracts a*b+c; the enclosure of separate roundings contains it
-    k.ftz = false;
-    // rsqrtf: 2 fp32 ulp (CUDA programming guide; calibrate-math measures it on each GPU).
-    // Mode none's rounding of the result to x's dtype is an acc step of the reference.
-    k.math_ulps["rsqrt"] = 2.0;
-    int64_t n = c.shape.back(), T = 32 * c.config_int("num_warps", 4);
-    k.reductions["row"] = {ceil_div(n, T), log2_ceil(T), 0, std::nullopt};
-    DeterminismClaims rowwise = {"run_to_run", "gpu_invariant", "batch_invariant"};
-    if (bwd_) {
-      int64_t rows = numel(c.shape) / n, G = partials(c, p);
-      // dW accumulates in fp32 in every mode (as Liger's dW_row does).
-      k.reductions["rows"] = {ceil_div(std::max<int64_t>(rows, 1), G), 0, G, DType::f32};
-      k.determinism["dx"] = rowwise;
-      std::string s = c.config_or("dw", "per_sm");
-      k.determinism["dw"] = s == "atomics"  ? DeterminismClaims{}
-                            : s == "per_sm" ? DeterminismClaims{"run_to_run"}
-                                            : DeterminismClaims{"run_to_run", "gpu_invariant"};
-    } else {
-      k.determinism["y"] = rowwise;
-      k.determinism["rstd"] = rowwise;
-    }
     return k;
   }
 

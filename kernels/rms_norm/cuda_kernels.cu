@@ -56,6 +56,17 @@ __global__ void fwd_kernel_t(FwdArgs a) {
   }
 }
 
+/// m = dy * W' at (row, j), W' = offset + w in the compute dtype, m rounded per
+/// m_rounding (one rounding of the exact product to x's dtype, or a compute-dtype
+/// product); dy is returned too.
+template <typename X>
+__device__ __forceinline__ float grad_m(const BwdArgs& a, int64_t row, int64_t j, bool none, float& dyv) {
+  const float wp = cr<X>(__fadd_rn(a.offset, ld_any(a.w.base, a.w.dtype, j * a.w.stride)), none);
+  dyv = ld_any(a.dy.base, a.dy.dtype, row * a.dy.rs + j * a.dy.cs);
+  return a.m_round_x ? rnd_from_double<X>(static_cast<double>(dyv) * static_cast<double>(wp))
+                     : cr<X>(__fmul_rn(dyv, wp), none);
+}
+
 template <typename X>
 __global__ void bwd_kernel_t(BwdArgs a) {
   __shared__ float red[32];
@@ -69,10 +80,8 @@ __global__ void bwd_kernel_t(BwdArgs a) {
     const float r = ld_any(a.rstd.base, a.rstd.dtype, row * a.rstd.stride);
     float acc = 0.0f;
     for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
-      float wp = cr<X>(__fadd_rn(a.offset, ld_any(a.w.base, a.w.dtype, j * a.w.stride)), none);
-      float dyv = ld_any(a.dy.base, a.dy.dtype, row * a.dy.rs + j * a.dy.cs);
-      float m = a.m_round_x ? rnd_from_double<X>(static_cast<double>(dyv) * static_cast<double>(wp))
-                            : cr<X>(__fmul_rn(dyv, wp), none);
+      float dyv;
+      const float m = grad_m<X>(a, row, j, none, dyv);
       float xv = ld<X>(xb + row * a.x.rs + j * a.x.cs);
       acc = none ? rnd<X>(acc + rnd<X>(m * xv)) : acc + m * xv;
     }
@@ -81,11 +90,10 @@ __global__ void bwd_kernel_t(BwdArgs a) {
                                     cr<X>(s / static_cast<float>(a.n), none)),
                           none);
     for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
-      float wp = cr<X>(__fadd_rn(a.offset, ld_any(a.w.base, a.w.dtype, j * a.w.stride)), none);
-      // dy is read before dx is written: dx may live in dy's storage.
-      float dyv = ld_any(a.dy.base, a.dy.dtype, row * a.dy.rs + j * a.dy.cs);
-      float m = a.m_round_x ? rnd_from_double<X>(static_cast<double>(dyv) * static_cast<double>(wp))
-                            : cr<X>(__fmul_rn(dyv, wp), none);
+      // dy is read before dx is written: dx may live in dy's storage. m is recomputed
+      // rather than kept: a row of any N needs no per-thread storage.
+      float dyv;
+      const float m = grad_m<X>(a, row, j, none, dyv);
       float xv = ld<X>(xb + row * a.x.rs + j * a.x.cs);
       float t = cr<X>(__fmul_rn(xv, r), none);
       if (llama) t = rnd<X>(t);

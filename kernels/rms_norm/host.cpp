@@ -10,18 +10,12 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "kernels/rms_norm/contract.hpp"
 #include "kv_build_info.hpp"
 
 namespace kv {
 
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t log2_ceil(int64_t v) {
-  int64_t d = 0;
-  while ((int64_t(1) << d) < v) ++d;
-  return d;
-}
 
 /// One step of arithmetic in the compute dtype.
 struct Arith {
@@ -46,27 +40,13 @@ class HostRmsNorm : public Impl {
   }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
-    Contract k;
-    bool none = c.attr("mode") == "none";
-    k.acc = none ? c.dtypes.at("x") : DType::f32;
-    // 1/sqrtf in float: sqrt then a division, each RN: 1.5 fp32 ulp at most; 2 also
-    // covers directed rounding. (Mode none's rounding to x's dtype is an acc step.)
-    k.math_ulps["rsqrt"] = 2.0;
-    int64_t n = c.shape.back(), lanes = 32 * c.config_int("num_warps", 4);
-    k.reductions["row"] = {ceil_div(n, lanes), log2_ceil(std::min(lanes, n)), 0, std::nullopt};
-    DeterminismClaims rowwise = {"run_to_run", "gpu_invariant", "batch_invariant"};
-    if (bwd_) {
-      int64_t rows = numel(c.shape) / n, parts = partials(c, p);
-      // dW accumulates in fp32 in every mode (as Liger's dW_row does).
-      k.reductions["rows"] = {ceil_div(std::max<int64_t>(rows, 1), parts), 0, parts, DType::f32};
-      k.determinism["dx"] = rowwise;
-      k.determinism["dw"] = c.config_or("dw", "fixed_partials") == "per_sm" ? DeterminismClaims{"run_to_run"}
-                                                                            : DeterminismClaims{"run_to_run", "gpu_invariant"};
-    } else {
-      k.determinism["y"] = rowwise;
-      k.determinism["rstd"] = rowwise;
-    }
-    return k;
+    // 1/sqrtf in float: sqrt then a division, each RN: 1.5 fp32 ulp at most; the 2 of the
+    // shared contract also covers directed rounding. No FMA (-ffp-contract=off).
+    const int64_t n = c.shape.back(), lanes = 32 * c.config_int("num_warps", 4);
+    const bool per_sm = c.config_or("dw", "fixed_partials") == "per_sm";
+    return rms_norm_contract(c, bwd_, {ceil_div(n, lanes), log2_ceil(std::min(lanes, n)), 0, std::nullopt},
+                             bwd_ ? partials(c, p) : 1,
+                             per_sm ? DeterminismClaims{"run_to_run"} : DeterminismClaims{"run_to_run", "gpu_invariant"});
   }
 
   std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const override {
