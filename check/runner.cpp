@@ -79,7 +79,10 @@ nlohmann::json build_info() {
 nlohmann::json result_skeleton(const Case& c, const RunEnv& env) {
   nlohmann::json dt = nlohmann::json::object();
   for (auto& [k, v] : c.dtypes) dt[k] = dtype_name(v);
-  auto x = c.dtypes.find("x");
+  // The case's main dtype: x's, else the first floating-point input's.
+  std::string main_dtype;
+  for (auto& t : registry().op(c.op).tensors(c))
+    if (t.role == Role::input && is_float(t.dtype) && (main_dtype.empty() || t.name == "x")) main_dtype = dtype_name(t.dtype);
   return {{"schema", kResultSchemaVersion},
           {"run_id", env.run_id},
           {"case", c.str()},
@@ -88,7 +91,7 @@ nlohmann::json result_skeleton(const Case& c, const RunEnv& env) {
           {"op", c.op},
           {"impl", c.impl},
           {"config", c.config},
-          {"dtype", x != c.dtypes.end() ? std::string(dtype_name(x->second)) : std::string()},
+          {"dtype", main_dtype},
           {"dtypes", dt},
           {"shape", c.shape},
           {"attrs", c.attrs},

@@ -15,9 +15,11 @@ endif()
 # Impl versions: a hash of each kernel folder's sources and the build flags, so version
 # drift can tell two builds of an impl apart even when the commit does not.
 set(impl_defs "")
-foreach(name host_rms_norm cuda_rms_norm)
+foreach(name host_rms_norm cuda_rms_norm host_ops)
   if(name STREQUAL "host_rms_norm")
     set(globs ${SRC}/kernels/rms_norm/host.*)
+  elseif(name STREQUAL "host_ops")
+    set(globs ${SRC}/kernels/host/* ${SRC}/reference/*.hpp)
   else()
     set(globs ${SRC}/kernels/rms_norm/cuda* ${SRC}/kernels/cuda_*)
   endif()

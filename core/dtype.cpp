@@ -15,6 +15,7 @@ std::string_view dtype_name(DType d) {
     case DType::f32: return "fp32";
     case DType::f16: return "fp16";
     case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
   }
   return "?";
 }
@@ -23,6 +24,7 @@ std::optional<DType> parse_dtype(std::string_view s) {
   if (s == "fp32" || s == "f32" || s == "float32") return DType::f32;
   if (s == "fp16" || s == "f16" || s == "float16") return DType::f16;
   if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  if (s == "i32" || s == "int32") return DType::i32;
   return std::nullopt;
 }
 
@@ -36,6 +38,7 @@ uint32_t canonical_nan_bits(DType d) {
     case DType::f32: return 0x7FC00000u;
     case DType::f16: return 0x7E00u;
     case DType::bf16: return 0x7FC0u;
+    case DType::i32: return 0;
   }
   return 0;
 }
@@ -46,6 +49,7 @@ bool is_nan_bits(DType d, uint32_t b) {
     case DType::f32: return (b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0;
     case DType::f16: return (b & 0x7C00u) == 0x7C00u && (b & 0x03FFu) != 0;
     case DType::bf16: return (b & 0x7F80u) == 0x7F80u && (b & 0x007Fu) != 0;
+    case DType::i32: return false;
   }
   return false;
 }
@@ -68,6 +72,7 @@ uint32_t encode(DType d, double v) {
   switch (d) {
     case DType::f32: return float_bits(static_cast<float>(v));  // exact: v representable
     case DType::bf16: return float_bits(static_cast<float>(v)) >> 16;
+    case DType::i32: return static_cast<uint32_t>(static_cast<int32_t>(v));  // v an integer in range
     case DType::f16: {
       uint32_t sign = std::signbit(v) ? 0x8000u : 0u;
       double a = std::fabs(v);
@@ -88,6 +93,7 @@ double decode(DType d, uint32_t b) {
   switch (d) {
     case DType::f32: return bits_float(b);
     case DType::bf16: return bits_float((b & 0xFFFFu) << 16);
+    case DType::i32: return static_cast<double>(static_cast<int32_t>(b));
     case DType::f16: {
       double sign = (b & 0x8000u) ? -1.0 : 1.0;
       uint32_t e = (b >> 10) & 0x1Fu, m = b & 0x3FFu;

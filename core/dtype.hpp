@@ -9,7 +9,8 @@
 
 namespace kv {
 
-enum class DType : uint8_t { f32, f16, bf16 };
+/// i32: integer inputs only (targets, grids, positions); never an output that is judged.
+enum class DType : uint8_t { f32, f16, bf16, i32 };
 
 /// Binary format parameters: precision p (with the hidden bit), min normal exponent, max exponent.
 struct Format {
@@ -19,30 +20,32 @@ struct Format {
 };
 
 inline Format format_of(DType d) {
-  constexpr Format f[] = {{24, -126, 127}, {11, -14, 15}, {8, -126, 127}};
+  // i32 as a format whose quantum is 1 up to 2^31: round_to gives RNE to an integer.
+  constexpr Format f[] = {{24, -126, 127}, {11, -14, 15}, {8, -126, 127}, {32, 31, 31}};
   return f[static_cast<int>(d)];
 }
 std::string_view dtype_name(DType d);
 std::optional<DType> parse_dtype(std::string_view s);
-inline size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
+inline size_t dtype_size(DType d) { return d == DType::f32 || d == DType::i32 ? 4 : 2; }
+inline bool is_float(DType d) { return d != DType::i32; }
 
 // Constants per dtype, in enum order (f32, f16, bf16); exact binary values.
 /// Unit roundoff of round-to-nearest in d: 2^-p.
 inline double unit_roundoff(DType d) {
-  constexpr double v[] = {0x1p-24, 0x1p-11, 0x1p-8};
+  constexpr double v[] = {0x1p-24, 0x1p-11, 0x1p-8, 0.5};
   return v[static_cast<int>(d)];
 }
 inline double max_finite(DType d) {
-  constexpr double v[] = {0x1.fffffep127, 0x1.ffcp15, 0x1.fep127};
+  constexpr double v[] = {0x1.fffffep127, 0x1.ffcp15, 0x1.fep127, 2147483647.0};
   return v[static_cast<int>(d)];
 }
 /// Smallest positive normal and subnormal numbers of d.
 inline double min_normal(DType d) {
-  constexpr double v[] = {0x1p-126, 0x1p-14, 0x1p-126};
+  constexpr double v[] = {0x1p-126, 0x1p-14, 0x1p-126, 1.0};
   return v[static_cast<int>(d)];
 }
 inline double min_subnormal(DType d) {
-  constexpr double v[] = {0x1p-149, 0x1p-24, 0x1p-133};
+  constexpr double v[] = {0x1p-149, 0x1p-24, 0x1p-133, 1.0};
   return v[static_cast<int>(d)];
 }
 /// Spacing of d's numbers at |x| (for |x| below the normal range: the subnormal spacing).
@@ -110,7 +113,7 @@ double decode(DType d, uint32_t bits);
 uint32_t canonical_nan_bits(DType d);
 /// Bits written over outputs before a run: a negative NaN with a full payload, which
 /// arithmetic never produces, so an element still holding it was not written.
-inline uint32_t poison_bits(DType d) { return d == DType::f32 ? 0xFFFFFFFFu : 0xFFFFu; }
+inline uint32_t poison_bits(DType d) { return dtype_size(d) == 4 ? 0xFFFFFFFFu : 0xFFFFu; }
 bool is_nan_bits(DType d, uint32_t bits);
 
 }  // namespace kv

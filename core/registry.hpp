@@ -25,7 +25,9 @@ struct AttrSpec {
   std::string name;
   bool real = false;                 // a real (stored as hex float) or one of choices
   std::string def;                   // default, in canonical form
-  std::vector<std::string> choices;  // for non-real attributes
+  std::vector<std::string> choices;  // for choice attributes
+  bool integer = false;              // a decimal integer
+  bool text = false;                 // free text the op validates itself
 };
 
 /// Per output tensor, per element: the reference value and a bound on its error.

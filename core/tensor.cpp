@@ -119,7 +119,7 @@ int64_t TensorView::strided_index(int64_t logical) const {
 
 void TensorView::set_bits(int64_t logical, uint32_t b) {
   uint8_t* p = base + storage_index(logical) * dtype_size(desc.dtype);
-  if (desc.dtype == DType::f32) {
+  if (dtype_size(desc.dtype) == 4) {
     std::memcpy(p, &b, 4);
   } else {
     uint16_t h = static_cast<uint16_t>(b);

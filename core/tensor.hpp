@@ -61,7 +61,7 @@ struct TensorView {
   }
   uint32_t bits(int64_t logical) const {
     const uint8_t* p = base + storage_index(logical) * static_cast<int64_t>(dtype_size(desc.dtype));
-    if (desc.dtype == DType::f32) {
+    if (dtype_size(desc.dtype) == 4) {
       uint32_t b;
       std::memcpy(&b, p, 4);
       return b;

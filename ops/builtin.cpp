@@ -1,6 +1,7 @@
 // Registration of the built-in ops and impls.
 #include "core/registry.hpp"
 #include "kernels/rms_norm/host.hpp"
+#include "ops/glu.hpp"
 #include "ops/rms_norm.hpp"
 #ifdef KV_HAVE_CUDA
 #include "kernels/rms_norm/cuda.hpp"
@@ -15,6 +16,7 @@ void register_builtin() {
   Registry& r = registry();
   register_rms_norm_ops(r);
   register_host_rms_norm(r);
+  register_glu_ops(r);
 #ifdef KV_HAVE_CUDA
   register_cuda_rms_norm(r);
 #endif

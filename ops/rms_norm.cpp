@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/inputs.hpp"
+#include "ops/op_base.hpp"
 #include "reference/policy.hpp"
 #include "reference/rms_norm.hpp"
 
@@ -38,28 +39,12 @@ class RmsNormBinding : public OpBinding {
   std::vector<std::string> dists() const override { return known_dists(); }
 
   void normalize(Case& c) const override {
-    if (c.shape.empty()) throw UsageError("rms_norm needs a shape (..., N)");
-    for (auto d : c.shape)
-      if (d < 0) throw UsageError("negative dimension in shape " + shape_str(c.shape));
+    check_shape_nonneg(c);
     if (c.shape.back() == 0) throw UsageError("rms_norm needs a positive hidden size N (the last dimension)");
-    auto specs = attrs();
-    for (auto& [k, v] : c.attrs)
-      if (std::none_of(specs.begin(), specs.end(), [&](auto& s) { return s.name == k; }))
-        throw UsageError("unknown attribute '" + k + "' for " + name());
-    for (auto& s : specs) {
-      auto it = c.attrs.find(s.name);
-      if (it == c.attrs.end()) {
-        c.attrs[s.name] = s.def;
-      } else if (s.real) {
-        double v = parse_real(it->second, "attribute " + s.name);
-        if (!std::isfinite(v) || v < 0) throw UsageError("attribute " + s.name + " must be finite and >= 0");
-        it->second = hex_float(v);
-      } else if (std::find(s.choices.begin(), s.choices.end(), it->second) == s.choices.end()) {
-        throw UsageError("invalid " + s.name + " '" + it->second + "' for " + name());
-      }
-    }
-    if (std::find(known_dists().begin(), known_dists().end(), c.dist) == known_dists().end())
-      throw UsageError("unknown value distribution '" + c.dist + "'");
+    normalize_attrs(name(), attrs(), c);
+    for (const char* a : {"eps", "offset"})
+      if (c.attr_real(a) < 0) throw UsageError("attribute " + std::string(a) + " must be finite and >= 0");
+    check_dist(c, known_dists());
     RmsMode mode = parse_mode(c.attrs["mode"]);
     std::vector<std::string> names = bwd_ ? std::vector<std::string>{"dy", "x", "w", "rstd", "dx", "dw"}
                                           : std::vector<std::string>{"x", "w", "y", "rstd"};
@@ -80,28 +65,7 @@ class RmsNormBinding : public OpBinding {
     } else if (!c.dtypes.count("y")) {
       c.dtypes["y"] = x;
     }
-    auto ts = tensors(c);
-    auto find = [&](const std::string& n) -> const TensorSpec* {
-      for (auto& t : ts)
-        if (t.name == n) return &t;
-      return nullptr;
-    };
-    for (auto& [name_, l] : c.layout) {
-      auto* t = find(name_);
-      if (!t) throw UsageError("layout names unknown tensor '" + name_ + "'");
-      if (!l.strides.empty() && l.strides.size() != t->shape.size())
-        throw UsageError("layout of " + name_ + " needs " + std::to_string(t->shape.size()) + " strides");
-      check_non_overlapping(name_, t->shape, l.strides);
-    }
-    for (auto& [out, in] : c.alias) {
-      auto *o = find(out), *i = find(in);
-      if (!o || !i || o->role != Role::output || i->role != Role::input)
-        throw UsageError("alias " + out + ":" + in + " must name an output and an input");
-      if (o->shape != i->shape || o->dtype != i->dtype)
-        throw UsageError("alias " + out + ":" + in + " needs the same shape and dtype");
-      if (c.layout.count(out) || c.layout.count(in))
-        throw UsageError("aliased tensors take the input's layout; give no layout for " + out + " or " + in);
-    }
+    check_layouts(c, tensors(c));
   }
 
   std::vector<TensorSpec> tensors(const Case& c) const override {
@@ -255,20 +219,6 @@ class RmsNormBinding : public OpBinding {
 
  private:
   bool bwd_;
-
-  static void check_non_overlapping(const std::string& n, const std::vector<int64_t>& shape,
-                                    const std::vector<int64_t>& strides) {
-    if (strides.empty()) return;
-    std::vector<size_t> order(shape.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
-    int64_t extent = 1;
-    for (size_t i : order) {
-      if (strides[i] < 1) throw UsageError("layout of " + n + ": strides must be >= 1");
-      if (shape[i] > 1 && strides[i] < extent) throw UsageError("layout of " + n + ": strides overlap");
-      extent = strides[i] * shape[i];
-    }
-  }
 
   static RmsParams params(const Case& c) {
     RmsParams q;

@@ -10,6 +10,7 @@
 
 #include "core/contract.hpp"
 #include "core/dtype.hpp"
+#include "reference/enc_math.hpp"
 #include "reference/enclosure.hpp"
 
 namespace kv {
@@ -52,6 +53,29 @@ struct ValuePolicy {
     using std::sqrt;
     return T(1) / sqrt(x);
   }
+  // Math functions found by argument-dependent lookup: std for double, qd for dd_real
+  // (its documented error is a few dd ulps), MPFR (correctly rounded) for mpfr_float.
+  T exp(const T& x) const {
+    using std::exp;
+    return exp(x);
+  }
+  T log(const T& x) const {
+    using std::log;
+    return log(x);
+  }
+  T tanh(const T& x) const {
+    using std::tanh;
+    return tanh(x);
+  }
+  T sin(const T& x) const {
+    using std::sin;
+    return sin(x);
+  }
+  T cos(const T& x) const {
+    using std::cos;
+    return cos(x);
+  }
+  T max(const T& a, const T& b) const { return a < b ? b : a; }
   struct Sum {
     T s = T(0);
     void add(const T& t) { s += t; }
@@ -80,6 +104,14 @@ struct EncPolicy {
     T r = enc_rsqrt(x);
     return k ? enc_widen_ulps(r, DType::f32, k->ulps("rsqrt")) : r;
   }
+  /// The other math functions likewise: fp32 functions with the contract's ulps.
+  T fn(const T& r, const char* name) const { return k ? enc_widen_ulps(r, DType::f32, k->ulps(name)) : r; }
+  T exp(const T& x) const { return fn(enc_exp(x), "exp"); }
+  T log(const T& x) const { return fn(enc_log(x), "log"); }
+  T tanh(const T& x) const { return fn(enc_tanh(x), "tanh"); }
+  T sin(const T& x) const { return fn(enc_sin(x), "sin"); }
+  T cos(const T& x) const { return fn(enc_cos(x), "cos"); }
+  T max(const T& a, const T& b) const { return enc_max(a, b); }
   using Sum = EncSum;
   Sum sum() const { return Sum{}; }
   T finish(const Sum& s, const char* axis) const {

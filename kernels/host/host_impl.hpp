@@ -1,0 +1,137 @@
+// The host implementation of an op: its definition run over HostPolicy (fp32 accumulation,
+// a block-shaped sum of `32 * num_warps` lanes), outputs rounded once to their dtypes.
+// Test-only variants carry planted faults: policy faults (bf16 accumulation, a dropped
+// last term), truncation instead of rounding on store, or an op-specific fault that the
+// op applies to its case or inputs before computing.
+#pragma once
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "kernels/host/host_policy.hpp"
+#include "kernels/rms_norm/contract.hpp"
+#include "kv_build_info.hpp"
+#include "ops/op_base.hpp"
+
+namespace kv {
+
+/// Reduced axes of an op for contracts: name, length, and whether it runs over rows in
+/// column_sums' chunks (then chunk sums are merged serially).
+struct AxisLen {
+  std::string name;
+  int64_t len;
+  bool over_rows = false;
+};
+
+struct HostFault {
+  HostFaults policy;
+  bool truncate = false;  // outputs stored by truncation instead of RNE
+  /// Op-specific: changes the case or the inputs before the computation.
+  std::function<void(Case&, OpInputs&)> tweak;
+};
+
+/// The host contract for an op's axes under `lanes` lanes.
+inline Contract host_contract(const std::vector<AxisLen>& axes, int64_t lanes) {
+  Contract k;
+  k.acc = DType::f32;
+  for (const char* f : {"rsqrt", "exp", "log", "tanh", "sin", "cos"}) k.math_ulps[f] = 1.0;
+  for (auto& a : axes) {
+    const int64_t n = std::max<int64_t>(a.len, 1);
+    if (a.over_rows) {
+      const int64_t ch = std::min(n, kColChunk);
+      k.reductions[a.name] = {ceil_div(ch, lanes), log2_ceil(std::min(lanes, ch)), ceil_div(n, kColChunk), std::nullopt};
+    } else {
+      k.reductions[a.name] = {ceil_div(n, lanes), log2_ceil(std::min(lanes, n)), 0, std::nullopt};
+    }
+  }
+  return k;
+}
+
+template <class D>
+class HostImpl : public Impl {
+ public:
+  HostImpl(bool bwd, std::string name = "host", HostFault fault = {}, bool test_only = false)
+      : op_(bwd), name_(std::move(name)), fault_(std::move(fault)), test_only_(test_only) {}
+  std::string op() const override { return op_.name(); }
+  std::string name() const override { return name_; }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return KV_IMPL_VERSION_HOST_OPS; }
+  bool test_only() const override { return test_only_; }
+  std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"4", "1", "2", "8", "16", "32"}}}; }
+
+  Contract contract(const Case& c, const DeviceProfile& p) const override {
+    Contract k = host_contract(op_.axes(c), 32 * c.config_int("num_warps", 4));
+    int o = 0;
+    for (auto& t : op_.tensors(c)) {
+      if (t.role != Role::output) continue;
+      bool rowwise = op_.row_of(c, o++, 0) >= 0;
+      k.determinism[t.name] = rowwise ? DeterminismClaims{"run_to_run", "gpu_invariant", "batch_invariant"}
+                                      : DeterminismClaims{"run_to_run", "gpu_invariant"};
+    }
+    return k;
+  }
+
+  void run(TensorSet& ts, const Case& c0, const DeviceProfile& p) const override {
+    Case c = c0;
+    OpInputs in = OpInputs::read(op_.tensors(c), ts);
+    if (fault_.tweak) fault_.tweak(c, in);
+    std::vector<TensorView> outs;
+    for (auto& t : op_.tensors(c))
+      if (t.role == Role::output) outs.push_back(ts.view(t.name));
+    HostPolicy hp;
+    hp.lanes = 32 * c.config_int("num_warps", 4);
+    hp.faults = fault_.policy;
+    auto sink = [&](int o, int64_t i, double v) {
+      TensorView& t = outs[static_cast<size_t>(o)];
+      if (fault_.truncate && t.desc.dtype != DType::f32) return store_truncated(t, i, v);
+      t.store(i, v);
+    };
+    op_.compute(c, in, hp, sink, RowSet{}, true);
+  }
+
+ private:
+  D op_;
+  std::string name_;
+  HostFault fault_;
+  bool test_only_;
+
+  static void store_truncated(TensorView& t, int64_t i, double v) {
+    float f = static_cast<float>(v);  // v is an fp32 number: exact
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    if (t.desc.dtype == DType::bf16 && !std::isnan(f)) return t.set_bits(i, b >> 16);
+    // fp16: RN's result stepped back one spacing of v's binade where it rounded away from 0.
+    double r = round_to(t.desc.dtype, v);
+    if (std::isfinite(r) && std::fabs(r) > std::fabs(v)) r -= std::copysign(ulp(t.desc.dtype, v), v);
+    t.store(i, r);
+  }
+};
+
+}  // namespace kv
+
+namespace kv {
+
+using InputTweak = std::function<void(Case&, OpInputs&)>;
+
+/// Registers test-only host impls `host.bug.<fault>` of Op: bf16 accumulation, truncation
+/// on store, a dropped last term where the op sums, and the op's own input/case tweaks.
+template <class Op>
+void add_host_faults(Registry& r, bool bwd, bool has_sums, std::vector<std::pair<std::string, InputTweak>> tweaks) {
+  auto add = [&](const std::string& n, HostFault f) {
+    r.add(std::make_unique<HostImpl<Op>>(bwd, "host.bug." + n, std::move(f), true));
+  };
+  HostFault acc;
+  acc.policy.bf16_accumulation = true;
+  add("bf16_accumulation", acc);
+  HostFault trunc;
+  trunc.truncate = true;
+  add("truncate", trunc);
+  if (has_sums) {
+    HostFault drop;
+    drop.policy.drop_last_term = true;
+    add("drop_last_term", drop);
+  }
+  for (auto& [n, t] : tweaks) add(n, HostFault{{}, false, t});
+}
+
+}  // namespace kv

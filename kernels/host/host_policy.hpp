@@ -1,0 +1,78 @@
+// The host implementations' arithmetic: an op's definition run in its low precision.
+// Values are doubles holding numbers of the accumulator dtype; every accumulator operation
+// is computed exactly in double and rounded once to that dtype (for + - * / of two fp32
+// numbers the double result rounds to the correctly rounded fp32 result: Figueroa, 1995,
+// since 53 >= 2*24 + 2). Math functions are evaluated in double and rounded to fp32, which
+// errs by at most 0.5 fp32 ulp plus glibc's few double ulps (declared as 1 fp32 ulp).
+// Sums follow a block's shape: term i goes to lane i % lanes (serial there), then the
+// lanes are combined by a pairwise tree, as a CUDA block of `lanes` threads does.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace kv {
+
+/// Planted faults a test-only host impl can carry (none in the registered impls).
+struct HostFaults {
+  bool bf16_accumulation = false;  // every accumulator rounding to bf16 instead of fp32
+  bool drop_last_term = false;     // every sum leaves out its last term
+};
+
+struct HostPolicy {
+  using T = double;
+  static constexpr bool kEnclosure = false;
+  DType acc_dt = DType::f32;
+  int64_t lanes = 128;
+  HostFaults faults;
+
+  T c(double v) const { return v; }
+  T acc(T x) const { return round_to(faults.bf16_accumulation ? DType::bf16 : acc_dt, x); }
+  T mand(T x, DType d) const { return round_to(d, x); }
+  T fn(double v) const { return round_to(DType::f32, v); }
+  T rsqrt(T x) const { return fn(1.0 / std::sqrt(x)); }
+  T exp(T x) const { return fn(std::exp(x)); }
+  T log(T x) const { return fn(std::log(x)); }
+  T tanh(T x) const { return fn(std::tanh(x)); }
+  T sin(T x) const { return fn(std::sin(x)); }
+  T cos(T x) const { return fn(std::cos(x)); }
+  T max(T a, T b) const { return std::fmax(a, b); }
+
+  struct Sum {
+    const HostPolicy* p = nullptr;
+    std::vector<double> lane;
+    int64_t n = 0;
+    double held = 0;  // drop_last_term: the newest term, added only when another follows
+    bool holding = false;
+    void put(double t) {
+      const size_t l = static_cast<size_t>(n % p->lanes);
+      if (l == lane.size()) lane.push_back(t);
+      else lane[l] = p->acc(lane[l] + t);
+      ++n;
+    }
+    void add(double t) {
+      if (!p->faults.drop_last_term) return put(t);
+      if (holding) put(held);
+      held = t, holding = true;
+    }
+    /// Combines the lanes by a pairwise tree.
+    double total() const {
+      std::vector<double> l = lane;
+      for (size_t w = 1; w < l.size(); w *= 2)
+        for (size_t i = 0; i + w < l.size(); i += 2 * w) l[i] = p->acc(l[i] + l[i + w]);
+      return l.empty() ? 0.0 : l[0];
+    }
+    /// Another partial sum added after this one's lanes are combined (chunk merges).
+    void merge(const Sum& o) {
+      double a = total(), b = o.total();
+      lane.assign(1, p->acc(a + b));
+      n = 1;
+    }
+  };
+  Sum sum() const { return Sum{this, {}, 0, 0, false}; }
+  T finish(const Sum& s, const char*) const { return s.total(); }
+};
+
+}  // namespace kv

@@ -1,0 +1,202 @@
+// What every op binding shares: exact input values, row sets, parallel row and column
+// drivers, normalization of attributes, dtypes and layouts, and PolicyOp, which turns one
+// definition written over a scalar policy into the reference, its refinement and the
+// enclosure under a contract.
+#pragma once
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/inputs.hpp"
+#include "core/registry.hpp"
+#include "reference/policy.hpp"
+
+namespace kv {
+
+/// Exact values of a case's input tensors (every stored number is exact in double).
+class OpInputs {
+ public:
+  static OpInputs read(const std::vector<TensorSpec>& specs, const TensorSet& ts);
+  const std::vector<double>& operator[](const std::string& name) const;
+  bool has(const std::string& name) const { return v_.count(name) != 0; }
+  std::vector<double>& mut(const std::string& name) { return v_[name]; }
+
+ private:
+  std::map<std::string, std::vector<double>> v_;
+};
+
+/// The rows a computation covers: all, or those a refinement recomputes.
+struct RowSet {
+  const std::vector<char>* mask = nullptr;
+  bool all() const { return mask == nullptr; }
+  bool has(int64_t r) const { return !mask || (*mask)[static_cast<size_t>(r)]; }
+};
+
+template <class F>
+void par_rows(int64_t n, bool parallel, F&& f) {
+  if (!parallel || n < 2) {
+    for (int64_t r = 0; r < n; ++r) f(r);
+    return;
+  }
+  tbb::parallel_for(int64_t(0), n, [&](int64_t r) { f(r); });
+}
+
+/// Rows per chunk of a column reduction (dW, dB, FLCE's grad W).
+inline constexpr int64_t kColChunk = 64;
+
+/// Column sums over rows: rows in fixed chunks of kColChunk, each chunk's k*cols sums
+/// taken in row order, chunk sums merged in chunk order, so the result does not depend on
+/// the thread count. body(r, sums) adds row r's terms to sums[kk*cols + j]; out(kk, j, v)
+/// receives each finished sum. Rows outside `rows` are skipped and nothing is finished
+/// (a partial column sum means nothing).
+template <class P, class Body, class Out>
+void column_sums(const P& p, int64_t nrows, int64_t cols, int k, RowSet rows, bool parallel, const char* axis,
+                 Body&& body, Out&& out) {
+  using Sum = decltype(p.sum());
+  const int64_t nchunks = (nrows + kColChunk - 1) / kColChunk;
+  std::vector<std::vector<Sum>> part(static_cast<size_t>(nchunks));
+  par_rows(nchunks, parallel, [&](int64_t ch) {
+    part[ch].assign(static_cast<size_t>(k * cols), p.sum());
+    for (int64_t r = ch * kColChunk; r < std::min(nrows, (ch + 1) * kColChunk); ++r)
+      if (rows.has(r)) body(r, part[ch].data());
+  });
+  if (!rows.all()) return;
+  par_rows(k * cols, parallel, [&](int64_t kj) {
+    Sum s = p.sum();
+    for (auto& pc : part) s.merge(pc[kj]);
+    out(static_cast<int>(kj / cols), kj % cols, p.finish(s, axis));
+  });
+}
+
+// Normalization shared by the bindings; each throws UsageError with the reason.
+/// Fills defaults, rejects unknown attributes and values, canonicalizes reals (hex) and
+/// integers (decimal).
+void normalize_attrs(const std::string& op, const std::vector<AttrSpec>& specs, Case& c);
+void check_dist(const Case& c, const std::vector<std::string>& dists);
+/// Dtype rules per tensor: 'x' follows the case's default dtype (`dtypes=x:..`, fp32 when
+/// unset), 'f' defaults to fp32, 'i' is i32 only. Unknown names are rejected.
+void normalize_dtypes(const std::string& op, const std::vector<std::pair<std::string, char>>& rules, Case& c);
+/// Layouts name known tensors with matching rank and non-overlapping strides; aliases
+/// pair an output with an input of the same shape and dtype.
+void check_layouts(const Case& c, const std::vector<TensorSpec>& ts);
+void check_shape_nonneg(const Case& c);
+
+/// One definition over a scalar policy, turned into the binding's reference, refinement
+/// and enclosure. D supplies name(), attrs(), dists(), tensors(), generate() and:
+///   void check(Case&) const;                  // shape and attribute constraints
+///   std::vector<std::pair<std::string, char>> dtype_rules(const Case&) const;
+///   int64_t rows(const Case&) const;           // independent rows
+///   int64_t row_of(const Case&, int out, int64_t i) const;  // -1: depends on every row
+///   template <class P, class S>
+///   void compute(const Case&, const OpInputs&, const P&, S& sink, RowSet, bool parallel) const;
+/// where sink(out, i, value) receives output `out` (in tensors() order) at element i.
+template <class D>
+class PolicyOp : public OpBinding {
+ public:
+  std::vector<std::string> dists() const override { return known_dists(); }
+  void normalize(Case& c) const override {
+    check_shape_nonneg(c);
+    normalize_attrs(name(), attrs(), c);
+    check_dist(c, dists());
+    normalize_dtypes(name(), self().dtype_rules(c), c);
+    self().check(c);
+    check_layouts(c, tensors(c));
+  }
+
+  RefResult reference(const Case& c, const TensorSet& ts) const override {
+    RefResult res;
+    res.method = "certified:double-enclosure";
+    for (auto& t : outputs(c))
+      res.outputs.push_back(OutputRef{t.name, std::vector<double>(static_cast<size_t>(numel(t.shape))),
+                                      std::vector<double>(static_cast<size_t>(numel(t.shape)))});
+    OpInputs in = OpInputs::read(tensors(c), ts);
+    auto sink = [&](int o, int64_t i, const Enc& e) {
+      res.outputs[o].v[i] = e.m;
+      res.outputs[o].err[i] = e.r;
+    };
+    self().compute(c, in, EncPolicy{}, sink, RowSet{}, true);
+    return res;
+  }
+
+  void enclose(const Case& c, const TensorSet& ts, const Contract& k,
+               std::vector<OutputEnclosure>& out) const override {
+    auto outs = outputs(c);
+    out.resize(outs.size());
+    for (size_t o = 0; o < outs.size(); ++o) {
+      size_t n = static_cast<size_t>(numel(outs[o].shape));
+      out[o].name = outs[o].name;
+      out[o].lo.resize(n);
+      out[o].hi.resize(n);
+      out[o].unverifiable.resize(n);
+    }
+    OpInputs in = OpInputs::read(tensors(c), ts);
+    auto sink = [&](int o, int64_t i, const Enc& e) {
+      out[o].lo[i] = enc_lo(e), out[o].hi[i] = enc_hi(e), out[o].unverifiable[i] = e.unv;
+    };
+    self().compute(c, in, EncPolicy{&k}, sink, RowSet{}, true);
+  }
+
+  /// Rows holding a missed element are recomputed at two MPFR precisions; where they
+  /// agree the result is "agreed". A miss in an output that depends on every row
+  /// recomputes everything (small cases only).
+  void refine(const Case& c, const TensorSet& ts, RefResult& ref,
+              const std::map<std::string, std::vector<int64_t>>& misses) const override {
+    auto outs = outputs(c);
+    const int64_t nrows = self().rows(c);
+    std::vector<char> mask(static_cast<size_t>(nrows), 0);
+    bool all = false;
+    int64_t nmiss = 0;
+    for (size_t o = 0; o < outs.size(); ++o) {
+      auto it = misses.find(outs[o].name);
+      if (it == misses.end()) continue;
+      for (int64_t i : it->second) {
+        int64_t r = self().row_of(c, static_cast<int>(o), i);
+        if (r < 0) all = true;
+        else mask[static_cast<size_t>(r)] = 1;
+        ++nmiss;
+      }
+    }
+    if (nmiss == 0) return;
+    int64_t total = 0;
+    for (auto& t : tensors(c)) total += numel(t.shape);
+    if (all && total > (int64_t(1) << 22)) return;
+    RowSet rs{all ? nullptr : &mask};
+    OpInputs in = OpInputs::read(tensors(c), ts);
+    auto at = [&](unsigned bits) {
+      set_mpfr_bits(bits);
+      std::vector<std::unordered_map<int64_t, mpfr_float>> got(outs.size());
+      auto sink = [&](int o, int64_t i, const mpfr_float& v) { got[o][i] = v; };
+      self().compute(c, in, ValuePolicy<mpfr_float>{}, sink, rs, false);
+      return got;
+    };
+    auto lo = at(128), hi = at(256);
+    int64_t rows_done = all ? nrows : std::count(mask.begin(), mask.end(), 1);
+    for (size_t o = 0; o < outs.size(); ++o)
+      for (auto& [i, h] : hi[o]) {
+        double vh, vl;
+        split_hi_lo(h, vh, vl);
+        mpfr_float diff = abs(h - lo[o].at(i));
+        ref.outputs[o].v[i] = vh;
+        ref.outputs[o].err[i] = enc_detail::rup(diff.convert_to<double>() + std::fabs(vl));
+      }
+    ref.method += "+agreed:mpfr-128/256(" + std::to_string(rows_done) + " rows)";
+  }
+
+ protected:
+  std::vector<TensorSpec> outputs(const Case& c) const {
+    std::vector<TensorSpec> o;
+    for (auto& t : tensors(c))
+      if (t.role == Role::output) o.push_back(t);
+    return o;
+  }
+
+ private:
+  const D& self() const { return static_cast<const D&>(*this); }
+};
+
+}  // namespace kv

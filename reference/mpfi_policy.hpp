@@ -1,0 +1,50 @@
+// The defined computation over MPFI intervals (Boost.Multiprecision's mpfi_float): every
+// operation is outward-rounded, so the result interval contains the exact defined value.
+// Mandated roundings map [lo, hi] to [RN(lo), RN(hi)] (rounding is monotone).
+#pragma once
+#include <boost/multiprecision/mpfi.hpp>
+
+#include "reference/policy.hpp"
+
+namespace kv {
+
+using mpfi_float = boost::multiprecision::mpfi_float;
+
+inline void set_mpfi_bits(unsigned bits) {
+  mpfi_float::default_precision(static_cast<unsigned>(std::ceil(bits * 0.30102999566398120)) + 1);
+}
+
+struct MpfiPolicy {
+  using T = mpfi_float;
+  static constexpr bool kEnclosure = false;
+  T c(double v) const { return T(v); }
+  T acc(const T& x) const { return x; }
+  static double rn(const mpfr_float& v, DType d) {
+    double hi, lo;
+    split_hi_lo(v, hi, lo);
+    return round_to(d, hi, lo);
+  }
+  T mand(const T& x, DType d) const {
+    return T(rn(boost::multiprecision::lower(x), d), rn(boost::multiprecision::upper(x), d));
+  }
+  T rsqrt(const T& x) const { return T(1) / sqrt(x); }
+  T exp(const T& x) const { return boost::multiprecision::exp(x); }
+  T log(const T& x) const { return boost::multiprecision::log(x); }
+  T tanh(const T& x) const { return boost::multiprecision::tanh(x); }
+  T sin(const T& x) const { return boost::multiprecision::sin(x); }
+  T cos(const T& x) const { return boost::multiprecision::cos(x); }
+  T max(const T& a, const T& b) const {
+    using boost::multiprecision::lower, boost::multiprecision::upper;
+    mpfr_float lo = lower(a) < lower(b) ? lower(b) : lower(a), hi = upper(a) < upper(b) ? upper(b) : upper(a);
+    return T(lo, hi);
+  }
+  struct Sum {
+    T s = T(0);
+    void add(const T& t) { s += t; }
+    void merge(const Sum& o) { s += o.s; }
+  };
+  Sum sum() const { return Sum{}; }
+  T finish(const Sum& s, const char*) const { return s.s; }
+};
+
+}  // namespace kv
