@@ -12,7 +12,7 @@
 namespace kv {
 
 const std::vector<std::string>& known_dists() {
-  static const std::vector<std::string> d = {"normal", "uniform", "tiny", "large", "mean_shift", "wide"};
+  static const std::vector<std::string> d = {"normal", "uniform", "tiny", "large", "mean_shift", "wide", "big_mean"};
   return d;
 }
 
@@ -33,6 +33,7 @@ double draw(const std::string& dist, uint64_t seed, const std::string& tensor, c
   if (dist == "tiny") return z * 0x1p-10;
   if (dist == "large") return z * 0x1p6;
   if (dist == "mean_shift") return 4.0 + z;
+  if (dist == "big_mean") return 256.0 + z * 0.125;  // a large mean over a small spread
   if (dist == "wide") return std::ldexp(z, static_cast<int>(w[2] % 25u) - 12);  // exact scaling
   throw UsageError("unknown value distribution '" + dist + "'");
 }
@@ -49,6 +50,13 @@ void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double s
       v.store(i, shift + scale * draw(dist, seed, v.desc.name, coords));
     }
   });
+}
+
+int64_t draw_int(uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords, int64_t lo, int64_t hi) {
+  auto w = philox4x32_10(philox_key(seed, tensor), coord_counter(coords));
+  const uint64_t span = static_cast<uint64_t>(hi - lo);
+  const uint64_t r = (static_cast<uint64_t>(w[0]) << 32) | w[1];
+  return lo + static_cast<int64_t>(span == 0 ? 0 : r % span);
 }
 
 }  // namespace kv

@@ -2,6 +2,8 @@
 #include "core/registry.hpp"
 #include "kernels/rms_norm/host.hpp"
 #include "ops/glu.hpp"
+#include "ops/layer_norm.hpp"
+#include "ops/softmax.hpp"
 #include "ops/rms_norm.hpp"
 #ifdef KV_HAVE_CUDA
 #include "kernels/rms_norm/cuda.hpp"
@@ -17,6 +19,8 @@ void register_builtin() {
   register_rms_norm_ops(r);
   register_host_rms_norm(r);
   register_glu_ops(r);
+  register_softmax_ops(r);
+  register_layer_norm_ops(r);
 #ifdef KV_HAVE_CUDA
   register_cuda_rms_norm(r);
 #endif

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/inputs.hpp"
+#include "core/error.hpp"
 #include "core/registry.hpp"
 #include "reference/policy.hpp"
 

@@ -1,0 +1,98 @@
+// softmax bindings: row softmax over the last dimension, fwd (x -> y) and bwd (dy, y -> dx).
+#include "ops/softmax.hpp"
+
+#include "kernels/host/host_impl.hpp"
+#include "ops/row_op.hpp"
+#include "reference/softmax.hpp"
+
+namespace kv {
+
+namespace {
+
+class SoftmaxOp : public PolicyOp<SoftmaxOp> {
+ public:
+  explicit SoftmaxOp(bool bwd) : bwd_(bwd) {}
+  std::string name() const override { return bwd_ ? "softmax.bwd" : "softmax.fwd"; }
+  std::vector<AttrSpec> attrs() const override { return {}; }
+  void check(Case& c) const {
+    if (c.shape.back() == 0) throw UsageError("softmax needs a positive row length (the last dimension)");
+  }
+  std::vector<std::pair<std::string, char>> dtype_rules(const Case&) const {
+    if (bwd_) return {{"dy", 'x'}, {"y", 'x'}, {"dx", 'x'}};
+    return {{"x", 'x'}, {"y", 'x'}};
+  }
+  std::vector<TensorSpec> tensors(const Case& c) const override {
+    auto t = [&](const char* n, Role r) { return TensorSpec{n, c.shape, c.dtypes.at(n), r}; };
+    if (bwd_) return {t("dy", Role::input), t("y", Role::input), t("dx", Role::output)};
+    return {t("x", Role::input), t("y", Role::output)};
+  }
+  void generate(const Case& c, TensorSet& ts) const override {
+    if (!bwd_) {
+      auto x = ts.view("x");
+      fill_tensor(x, c.dist, c.seed, 0.0, 2.0);
+      return;
+    }
+    auto dy = ts.view("dy");
+    fill_tensor(dy, "normal", c.seed, 0.0, 1.0);
+    // y as a forward pass saves it: the softmax of generated logits, rounded to y's dtype.
+    const int64_t n = last_dim(c);
+    auto y = ts.view("y");
+    par_rows(row_count(c), true, [&](int64_t r) {
+      std::vector<double> x(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+      std::vector<int64_t> coords;
+      for (int64_t j = 0; j < n; ++j) {
+        unravel(r * n + j, c.shape, coords);
+        x[j] = round_to(c.dtypes.at("y"), 2.0 * draw(c.dist, c.seed, "x", coords));
+      }
+      softmax_fwd_row(ValuePolicy<double>{}, n, x.data(), v.data());
+      for (int64_t j = 0; j < n; ++j) y.store(r * n + j, v[j]);
+    });
+  }
+  int64_t rows(const Case& c) const { return row_count(c); }
+  int64_t row_of(const Case& c, int, int64_t i) const { return i / last_dim(c); }
+  std::vector<AxisLen> axes(const Case& c) const { return {{"row", last_dim(c)}}; }
+
+  template <class P, class S>
+  void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
+    const int64_t n = last_dim(c);
+    if (numel(c.shape) == 0) return;
+    par_rows(rows(c), parallel, [&](int64_t r) {
+      if (!rs.has(r)) return;
+      std::vector<typename P::T> out(static_cast<size_t>(n));
+      if (bwd_) softmax_bwd_row(p, n, in["dy"].data() + r * n, in["y"].data() + r * n, out.data());
+      else softmax_fwd_row(p, n, in["x"].data() + r * n, out.data());
+      for (int64_t j = 0; j < n; ++j) sink(0, r * n + j, out[j]);
+    });
+  }
+
+ private:
+  bool bwd_;
+};
+
+}  // namespace
+
+void register_softmax_ops(Registry& r) {
+  for (bool bwd : {false, true}) {
+    r.add(std::make_unique<SoftmaxOp>(bwd));
+    r.add(std::make_unique<HostImpl<SoftmaxOp>>(bwd));
+  }
+}
+
+void register_softmax_faults(Registry& r) {
+  // fwd: logits scaled by 17/16, fp32 logits read as bf16; bwd: dy and y swapped, dy read
+  // as bf16 (plus the shared faults: bf16 accumulation, truncation, a dropped term).
+  add_host_faults<SoftmaxOp>(r, false, true,
+                             {{"scale_logits", [](Case&, OpInputs& in) {
+                                 for (auto& v : in.mut("x")) v *= 1.0625;
+                               }},
+                              {"x_to_bf16", [](Case&, OpInputs& in) {
+                                 for (auto& v : in.mut("x")) v = round_to(DType::bf16, v);
+                               }}});
+  add_host_faults<SoftmaxOp>(r, true, true,
+                             {{"swap_dy_y", [](Case&, OpInputs& in) { std::swap(in.mut("dy"), in.mut("y")); }},
+                              {"dy_to_bf16", [](Case&, OpInputs& in) {
+                                 for (auto& v : in.mut("dy")) v = round_to(DType::bf16, v);
+                               }}});
+}
+
+}  // namespace kv
