@@ -1,6 +1,7 @@
 // Registration of the built-in ops and impls.
 #include "core/registry.hpp"
 #include "kernels/rms_norm/host.hpp"
+#include "ops/cross_entropy.hpp"
 #include "ops/glu.hpp"
 #include "ops/layer_norm.hpp"
 #include "ops/softmax.hpp"
@@ -21,6 +22,7 @@ void register_builtin() {
   register_glu_ops(r);
   register_softmax_ops(r);
   register_layer_norm_ops(r);
+  register_cross_entropy_ops(r);
 #ifdef KV_HAVE_CUDA
   register_cuda_rms_norm(r);
 #endif

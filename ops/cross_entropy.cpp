@@ -1,0 +1,114 @@
+// cross_entropy bindings over given logits (BT x V, flattened leading dimensions).
+// fwd: logits, target (i32), [weight] -> loss ((BT) under reduction none, else (1)).
+// bwd: logits, target, [weight], dloss -> dlogits.
+#include "ops/cross_entropy.hpp"
+
+#include "kernels/host/host_impl.hpp"
+#include "ops/ce_common.hpp"
+#include "ops/row_op.hpp"
+
+namespace kv {
+
+namespace {
+
+class CrossEntropyOp : public PolicyOp<CrossEntropyOp> {
+ public:
+  explicit CrossEntropyOp(bool bwd) : bwd_(bwd) {}
+  std::string name() const override { return bwd_ ? "cross_entropy.bwd" : "cross_entropy.fwd"; }
+  std::vector<AttrSpec> attrs() const override { return ce_attrs(true); }
+  void check(Case& c) const {
+    if (c.shape.back() == 0) throw UsageError("cross_entropy needs a positive vocabulary V (the last dimension)");
+    ce_check(c);
+  }
+  std::vector<std::pair<std::string, char>> dtype_rules(const Case&) const {
+    std::vector<std::pair<std::string, char>> r = {{"logits", 'x'}, {"target", 'i'}, {"weight", 'f'}};
+    if (bwd_) r.insert(r.end(), {{"dloss", 'f'}, {"dlogits", 'x'}});
+    else r.push_back({"loss", 'f'});
+    return r;
+  }
+  std::vector<TensorSpec> tensors(const Case& c) const override {
+    std::vector<int64_t> lshape = c.attr("reduction") == "none" ? rows_shape(c) : std::vector<int64_t>{1};
+    auto t = [&](const char* n, const std::vector<int64_t>& s, Role r) { return TensorSpec{n, s, c.dtypes.at(n), r}; };
+    std::vector<TensorSpec> v = {t("logits", c.shape, Role::input), t("target", rows_shape(c), Role::input)};
+    if (c.attr("weights") == "class") v.push_back(t("weight", {c.shape.back()}, Role::input));
+    if (bwd_) {
+      v.push_back(t("dloss", lshape, Role::input));
+      v.push_back(t("dlogits", c.shape, Role::output));
+    } else {
+      v.push_back(t("loss", lshape, Role::output));
+    }
+    return v;
+  }
+  void generate(const Case& c, TensorSet& ts) const override {
+    auto x = ts.view("logits");
+    fill_tensor(x, c.dist, c.seed, 0.0, 2.0);
+    ce_fill_targets(c, ts.view("target"), last_dim(c));
+    if (c.attr("weights") == "class") {
+      auto w = ts.view("weight");
+      fill_tensor(w, "uniform", c.seed, 1.0, 0.5);
+    }
+    if (bwd_) {
+      auto d = ts.view("dloss");
+      fill_tensor(d, "normal", c.seed, 0.0, 1.0);
+    }
+  }
+  int64_t rows(const Case& c) const { return row_count(c); }
+  int64_t row_of(const Case& c, int, int64_t i) const {
+    if (bwd_) return i / last_dim(c);
+    return c.attr("reduction") == "none" ? i : -1;
+  }
+  std::vector<AxisLen> axes(const Case& c) const { return {{"row", last_dim(c)}, {"rows", row_count(c), true}}; }
+
+  template <class P, class S>
+  void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
+    using T = typename P::T;
+    const int64_t v = last_dim(c), nrows = numel(c.shape) == 0 ? 0 : rows(c);
+    const CeParams q = ce_params(c, v);
+    const auto &x = in["logits"], &target = in["target"];
+    const double* w = q.weighted ? in["weight"].data() : nullptr;
+    if (!bwd_) {
+      ce_emit_loss(p, q, nrows, target, w, sink, rs, parallel,
+                   [&](int64_t r) { return ce_row_loss(p, q, x.data() + r * v, w, static_cast<int64_t>(target[r])); });
+      return;
+    }
+    const T wsum = ce_weight_sum(p, q, target, w), wbar = ce_wbar(p, q, w);
+    const bool any = numel_nonignored(q, target) > 0;
+    par_rows(nrows, parallel, [&](int64_t r) {
+      if (!rs.has(r)) return;
+      std::vector<T> g(static_cast<size_t>(v));
+      ce_row_grad(p, q, x.data() + r * v, w, static_cast<int64_t>(target[r]), wbar,
+                  ce_scale(p, q, in["dloss"], r, wsum, any), g.data());
+      for (int64_t j = 0; j < v; ++j) sink(0, r * v + j, g[j]);
+    });
+  }
+
+ private:
+  bool bwd_;
+};
+
+}  // namespace
+
+void register_cross_entropy_ops(Registry& r) {
+  for (bool bwd : {false, true}) {
+    r.add(std::make_unique<CrossEntropyOp>(bwd));
+    r.add(std::make_unique<HostImpl<CrossEntropyOp>>(bwd));
+  }
+}
+
+void register_cross_entropy_faults(Registry& r) {
+  // Attributes silently ignored (the commonest CE bug class) and an off-by-one target.
+  for (bool bwd : {false, true})
+    add_host_faults<CrossEntropyOp>(
+        r, bwd, true,
+        {{"ignore_index_ignored", [](Case& c, OpInputs&) { c.attrs["ignore_index"] = "-999999"; }},
+         {"no_label_smoothing", [](Case& c, OpInputs&) { c.attrs["label_smoothing"] = hex_float(0.0); }},
+         {"no_softcap", [](Case& c, OpInputs&) { c.attrs["softcap"] = hex_float(0.0); }},
+         {"no_z_loss", [](Case& c, OpInputs&) { c.attrs["z_loss"] = hex_float(0.0); }},
+         {"target_off_by_one", [](Case& c, OpInputs& in) {
+            const int64_t v = c.shape.back(), ign = std::stoll(c.attr("ignore_index"));
+            for (auto& t : in.mut("target"))
+              if (static_cast<int64_t>(t) != ign) t = static_cast<double>((static_cast<int64_t>(t) + 1) % v);
+          }}});
+}
+
+}  // namespace kv

@@ -1,0 +1,107 @@
+// Cross-entropy over given logits (OPS.md), one row at a time. With softcap s > 0 the
+// logits are z = s * tanh(x / s); m = max z, d = sum exp(z - m), lse = m + log d.
+// Row loss (PyTorch's definition, class weights w, w = 1 without them, target t):
+//   (1 - ls) * w_t * (lse - z_t) + ls * sum_v w_v (lse - z_v) / V + zl * lse^2,
+// and its gradient with respect to z_u (derived from it, so loss and gradient agree):
+//   (1 - ls) * w_t * (p_u - [u = t]) + ls * (p_u * sum_v w_v / V - w_u / V) + 2 zl lse p_u,
+// times (1 - tanh^2(x_u / s)) under softcap. Rows whose target is ignore_index have loss 0
+// and gradient 0. `mean` divides by the sum of w_t over the other rows; with every row
+// ignored kverify defines loss 0 and gradient 0 (Liger's choice; PyTorch returns NaN).
+// Attributes ls, zl, s enter as fp32 numbers (mandated roundings).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace kv {
+
+enum class CeReduction { none, mean, sum };
+
+struct CeParams {
+  int64_t v = 0;
+  int64_t ignore_index = -100;
+  double ls = 0, zl = 0, softcap = 0;
+  bool weighted = false;
+  CeReduction reduction = CeReduction::mean;
+};
+
+template <class P>
+struct CeRowStats {
+  std::vector<typename P::T> z;
+  typename P::T m, d, lse;
+};
+
+/// Softcapped logits, their max and lse.
+template <class P>
+void ce_stats(const P& p, const CeParams& q, const double* x, CeRowStats<P>& st) {
+  using T = typename P::T;
+  st.z.resize(static_cast<size_t>(q.v));
+  const T S = p.mand(p.c(q.softcap), DType::f32);
+  for (int64_t j = 0; j < q.v; ++j)
+    st.z[j] = q.softcap > 0 ? p.acc(S * p.tanh(p.acc(p.c(x[j]) / S))) : p.c(x[j]);
+  T m = st.z[0];
+  for (int64_t j = 1; j < q.v; ++j) m = p.max(m, st.z[j]);
+  auto d = p.sum();
+  for (int64_t j = 0; j < q.v; ++j) d.add(p.exp(p.acc(st.z[j] - m)));
+  st.m = m;
+  st.d = p.finish(d, "row");
+  st.lse = p.acc(m + p.log(st.d));
+}
+
+template <class P>
+typename P::T ce_row_loss(const P& p, const CeParams& q, const double* x, const double* w, int64_t t) {
+  using T = typename P::T;
+  if (t == q.ignore_index) return p.c(0);
+  CeRowStats<P> st;
+  ce_stats(p, q, x, st);
+  T loss = p.acc(st.lse - st.z[t]);
+  if (q.weighted) loss = p.acc(p.c(w[t]) * loss);
+  const T LS = p.mand(p.c(q.ls), DType::f32), ZL = p.mand(p.c(q.zl), DType::f32);
+  if (q.ls > 0) {
+    auto s = p.sum();
+    for (int64_t j = 0; j < q.v; ++j) {
+      T d = p.acc(st.lse - st.z[j]);
+      s.add(q.weighted ? p.acc(p.c(w[j]) * d) : d);
+    }
+    T smooth = p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.v)));
+    loss = p.acc(p.acc(p.acc(p.c(1) - LS) * loss) + p.acc(LS * smooth));
+  }
+  if (q.zl > 0) loss = p.acc(loss + p.acc(ZL * p.acc(st.lse * st.lse)));
+  return loss;
+}
+
+/// Gradient of one row times `scale` (dloss, divided by the weight sum under mean).
+/// wbar = sum_v w_v / V (1 without weights).
+template <class P>
+void ce_row_grad(const P& p, const CeParams& q, const double* x, const double* w, int64_t t,
+                 const typename P::T& wbar, const typename P::T& scale, typename P::T* g) {
+  using T = typename P::T;
+  if (t == q.ignore_index) {
+    for (int64_t j = 0; j < q.v; ++j) g[j] = p.c(0);
+    return;
+  }
+  CeRowStats<P> st;
+  ce_stats(p, q, x, st);
+  const T den = st.d;
+  const T LS = p.mand(p.c(q.ls), DType::f32), ZL = p.mand(p.c(q.zl), DType::f32);
+  const T S = p.mand(p.c(q.softcap), DType::f32), V = p.c(static_cast<double>(q.v));
+  const T zlse2 = p.acc(p.acc(p.c(2) * ZL) * st.lse);
+  for (int64_t j = 0; j < q.v; ++j) {
+    T pj = p.acc(p.exp(p.acc(st.z[j] - st.m)) / den);
+    T gj = j == t ? p.acc(pj - p.c(1)) : pj;
+    if (q.weighted) gj = p.acc(p.c(w[t]) * gj);
+    if (q.ls > 0) {
+      T sm = q.weighted ? p.acc(p.acc(pj * wbar) - p.acc(p.c(w[j]) / V)) : p.acc(pj - p.acc(p.c(1) / V));
+      gj = p.acc(p.acc(p.acc(p.c(1) - LS) * gj) + p.acc(LS * sm));
+    }
+    if (q.zl > 0) gj = p.acc(gj + p.acc(zlse2 * pj));
+    if (q.softcap > 0) {
+      T th = p.tanh(p.acc(p.c(x[j]) / S));
+      gj = p.acc(gj * p.acc(p.c(1) - p.acc(th * th)));
+    }
+    g[j] = p.acc(gj * scale);
+  }
+}
+
+}  // namespace kv
