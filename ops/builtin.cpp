@@ -6,6 +6,7 @@
 #include "ops/layer_norm.hpp"
 #include "ops/softmax.hpp"
 #include "ops/rms_norm.hpp"
+#include "ops/rope.hpp"
 #ifdef KV_HAVE_CUDA
 #include "kernels/rms_norm/cuda.hpp"
 #endif
@@ -23,6 +24,7 @@ void register_builtin() {
   register_softmax_ops(r);
   register_layer_norm_ops(r);
   register_cross_entropy_ops(r);
+  register_rope_ops(r);
 #ifdef KV_HAVE_CUDA
   register_cuda_rms_norm(r);
 #endif

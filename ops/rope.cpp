@@ -1,0 +1,132 @@
+// rope bindings: q (B,S,Hq,D) and k (B,S,Hk,D) rotated by cos/sin tables, fwd and bwd.
+// positions=1d: tables cos, sin of shape (1,S,D). positions=mrope (Qwen2-VL): tables
+// (3,B,S,D) and mrope_section t/h/w pairs; pair i takes table k of the section it falls in.
+// positions=3d (video): per-axis tables cos_f/sin_f (S,c_f), cos_h/sin_h (S,c_h),
+// cos_w/sin_w (S,c_w) with c = D/2 split [c - 2(c/3), c/3, c/3], per-sample grids (B,3) and
+// sequence lengths (B); the op computes each token's (f,h,w) from its sample's grid, and
+// tokens at or past min(seq_len, F*H*W) are padding, passed through unchanged.
+#include "ops/rope.hpp"
+
+#include <cmath>
+
+#include "kernels/host/host_impl.hpp"
+#include "ops/rope_common.hpp"
+#include "reference/rope.hpp"
+
+namespace kv {
+
+namespace {
+
+class RopeOp : public PolicyOp<RopeOp> {
+ public:
+  explicit RopeOp(bool bwd) : bwd_(bwd) {}
+  std::string name() const override { return bwd_ ? "rope.bwd" : "rope.fwd"; }
+  std::vector<AttrSpec> attrs() const override {
+    return {{"layout", false, "rotate_half", {"rotate_half", "interleaved"}},
+            {"positions", false, "1d", {"1d", "3d", "mrope"}},
+            {"k_heads", false, "0", {}, true},
+            {"mrope_section", false, "auto", {}, false, true},
+            {"grid", false, "auto", {}, false, true},
+            {"base", true, hex_float(10000.0), {}}};
+  }
+  void check(Case& c) const {
+    RopeGeom g = rope_geom(c);  // validates shape, sections and grid
+    (void)g;
+  }
+  std::vector<std::pair<std::string, char>> dtype_rules(const Case& c) const {
+    std::vector<std::pair<std::string, char>> r;
+    for (auto& n : io_names()) r.push_back({n, 'x'});
+    const bool three = c.attr("positions") == "3d";
+    for (auto& n : table_names_all())
+      if ((n.size() > 3) == three) r.push_back({n, 'x'});
+    if (three) r.insert(r.end(), {{"grid", 'i'}, {"seq_len", 'i'}});
+    return r;
+  }
+  std::vector<TensorSpec> tensors(const Case& c) const override {
+    RopeGeom g = rope_geom(c);
+    auto io = io_names();
+    auto t = [&](const std::string& n, std::vector<int64_t> s, Role r) { return TensorSpec{n, s, c.dtypes.at(n), r}; };
+    std::vector<TensorSpec> v = {t(io[0], g.q_shape(), Role::input), t(io[1], g.k_shape(), Role::input)};
+    for (auto& ts : rope_table_specs(c, g)) v.push_back(ts);
+    v.push_back(t(io[2], g.q_shape(), Role::output));
+    v.push_back(t(io[3], g.k_shape(), Role::output));
+    return v;
+  }
+  void generate(const Case& c, TensorSet& ts) const override {
+    auto io = io_names();
+    auto q = ts.view(io[0]), k = ts.view(io[1]);
+    fill_tensor(q, c.dist, c.seed, 0.0, 1.0);
+    fill_tensor(k, c.dist, c.seed, 0.0, 1.0);
+    rope_fill_tables(c, rope_geom(c), ts);
+  }
+  int64_t rows(const Case& c) const { return rope_geom(c).b * rope_geom(c).s; }
+  int64_t row_of(const Case& c, int o, int64_t i) const {
+    RopeGeom g = rope_geom(c);
+    return i / ((o == 0 ? g.hq : g.hk) * g.d);
+  }
+  std::vector<AxisLen> axes(const Case&) const { return {}; }
+
+  template <class P, class S>
+  void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
+    const RopeGeom g = rope_geom(c);
+    auto io = io_names();
+    const auto &q = in[io[0]], &k = in[io[1]];
+    const TokenTables tt(c, g, in);
+    par_rows(g.b * g.s, parallel, [&](int64_t tok) {
+      if (!rs.has(tok)) return;
+      std::vector<double> cs(static_cast<size_t>(g.d)), sn(static_cast<size_t>(g.d));
+      std::vector<typename P::T> y(static_cast<size_t>(g.d));
+      const bool real = tt.fill(tok, cs.data(), sn.data());
+      for (int which = 0; which < 2; ++which) {
+        const int64_t h = which == 0 ? g.hq : g.hk;
+        const auto& x = which == 0 ? q : k;
+        for (int64_t head = 0; head < h; ++head) {
+          const int64_t base = (tok * h + head) * g.d;
+          if (!real) {
+            for (int64_t j = 0; j < g.d; ++j) sink(which, base + j, p.c(x[base + j]));
+            continue;
+          }
+          rope_head(p, g.d, g.interleaved, bwd_, x.data() + base, cs.data(), sn.data(), y.data());
+          for (int64_t j = 0; j < g.d; ++j) sink(which, base + j, y[j]);
+        }
+      }
+    });
+  }
+
+ private:
+  bool bwd_;
+  std::vector<std::string> io_names() const {
+    if (bwd_) return {"dq_out", "dk_out", "dq", "dk"};
+    return {"q", "k", "q_out", "k_out"};
+  }
+};
+
+}  // namespace
+
+void register_rope_ops(Registry& r) {
+  for (bool bwd : {false, true}) {
+    r.add(std::make_unique<RopeOp>(bwd));
+    r.add(std::make_unique<HostImpl<RopeOp>>(bwd));
+  }
+}
+
+void register_rope_faults(Registry& r) {
+  // Layout confusion, the wrong rotation direction, and (3d) transposed height/width.
+  for (bool bwd : {false, true})
+    add_host_faults<RopeOp>(
+        r, bwd, false,
+        {{"wrong_layout",
+          [](Case& c, OpInputs&) { c.attrs["layout"] = c.attr("layout") == "interleaved" ? "rotate_half" : "interleaved"; }},
+         {"sin_negated", [](Case& c, OpInputs& in) {
+            for (auto& n : table_names_all())
+              if (n.rfind("sin", 0) == 0 && in.has(n))
+                for (auto& v : in.mut(n)) v = -v;
+          }},
+         {"grid_hw_swapped", [](Case& c, OpInputs& in) {
+            if (!in.has("grid")) return;
+            auto& g = in.mut("grid");
+            for (size_t b = 0; b + 2 < g.size(); b += 3) std::swap(g[b + 1], g[b + 2]);
+          }}});
+}
+
+}  // namespace kv
