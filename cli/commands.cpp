@@ -174,7 +174,7 @@ int cmd_list(bool json_out) {
       Case sample;
       sample.op = op->name();
       sample.impl = im->name();
-      sample.shape = {8, 4096};
+      sample.shape = op->example_shape();
       sample.dtypes["x"] = DType::bf16;
       reg.normalize(sample);
       impls.push_back({{"impl", im->name()},

@@ -57,6 +57,8 @@ class OpBinding {
   virtual ~OpBinding() = default;
   virtual std::string name() const = 0;
   virtual std::vector<AttrSpec> attrs() const = 0;
+  /// A valid shape for examples (`list`'s sample contracts).
+  virtual std::vector<int64_t> example_shape() const { return {8, 4096}; }
   /// Value distributions the generator knows.
   virtual std::vector<std::string> dists() const = 0;
   /// Fills default dtypes and attributes and canonicalizes; throws UsageError.

@@ -2,11 +2,13 @@
 #include "core/registry.hpp"
 #include "kernels/rms_norm/host.hpp"
 #include "ops/cross_entropy.hpp"
+#include "ops/flce.hpp"
 #include "ops/glu.hpp"
 #include "ops/layer_norm.hpp"
 #include "ops/softmax.hpp"
 #include "ops/rms_norm.hpp"
 #include "ops/rope.hpp"
+#include "ops/rope_table.hpp"
 #ifdef KV_HAVE_CUDA
 #include "kernels/rms_norm/cuda.hpp"
 #endif
@@ -25,6 +27,8 @@ void register_builtin() {
   register_layer_norm_ops(r);
   register_cross_entropy_ops(r);
   register_rope_ops(r);
+  register_rope_table_ops(r);
+  register_flce_ops(r);
 #ifdef KV_HAVE_CUDA
   register_cuda_rms_norm(r);
 #endif

@@ -21,6 +21,7 @@ class RopeOp : public PolicyOp<RopeOp> {
  public:
   explicit RopeOp(bool bwd) : bwd_(bwd) {}
   std::string name() const override { return bwd_ ? "rope.bwd" : "rope.fwd"; }
+  std::vector<int64_t> example_shape() const override { return {1, 16, 12, 128}; }
   std::vector<AttrSpec> attrs() const override {
     return {{"layout", false, "rotate_half", {"rotate_half", "interleaved"}},
             {"positions", false, "1d", {"1d", "3d", "mrope"}},

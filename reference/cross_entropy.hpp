@@ -10,6 +10,7 @@
 // Attributes ls, zl, s enter as fp32 numbers (mandated roundings).
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -26,6 +27,13 @@ struct CeParams {
   CeReduction reduction = CeReduction::mean;
 };
 
+/// Logits enter as exact doubles (cross_entropy) or as computed values (FLCE's x W^T).
+template <class P, class X>
+typename P::T ce_lift(const P& p, const X& v) {
+  if constexpr (std::is_same_v<X, double>) return p.c(v);
+  else return v;
+}
+
 template <class P>
 struct CeRowStats {
   std::vector<typename P::T> z;
@@ -33,13 +41,13 @@ struct CeRowStats {
 };
 
 /// Softcapped logits, their max and lse.
-template <class P>
-void ce_stats(const P& p, const CeParams& q, const double* x, CeRowStats<P>& st) {
+template <class P, class X>
+void ce_stats(const P& p, const CeParams& q, const X* x, CeRowStats<P>& st) {
   using T = typename P::T;
   st.z.resize(static_cast<size_t>(q.v));
   const T S = p.mand(p.c(q.softcap), DType::f32);
   for (int64_t j = 0; j < q.v; ++j)
-    st.z[j] = q.softcap > 0 ? p.acc(S * p.tanh(p.acc(p.c(x[j]) / S))) : p.c(x[j]);
+    st.z[j] = q.softcap > 0 ? p.acc(S * p.tanh(p.acc(ce_lift(p, x[j]) / S))) : ce_lift(p, x[j]);
   T m = st.z[0];
   for (int64_t j = 1; j < q.v; ++j) m = p.max(m, st.z[j]);
   auto d = p.sum();
@@ -49,8 +57,8 @@ void ce_stats(const P& p, const CeParams& q, const double* x, CeRowStats<P>& st)
   st.lse = p.acc(m + p.log(st.d));
 }
 
-template <class P>
-typename P::T ce_row_loss(const P& p, const CeParams& q, const double* x, const double* w, int64_t t) {
+template <class P, class X>
+typename P::T ce_row_loss(const P& p, const CeParams& q, const X* x, const double* w, int64_t t) {
   using T = typename P::T;
   if (t == q.ignore_index) return p.c(0);
   CeRowStats<P> st;
@@ -73,8 +81,8 @@ typename P::T ce_row_loss(const P& p, const CeParams& q, const double* x, const 
 
 /// Gradient of one row times `scale` (dloss, divided by the weight sum under mean).
 /// wbar = sum_v w_v / V (1 without weights).
-template <class P>
-void ce_row_grad(const P& p, const CeParams& q, const double* x, const double* w, int64_t t,
+template <class P, class X>
+void ce_row_grad(const P& p, const CeParams& q, const X* x, const double* w, int64_t t,
                  const typename P::T& wbar, const typename P::T& scale, typename P::T* g) {
   using T = typename P::T;
   if (t == q.ignore_index) {
@@ -97,7 +105,7 @@ void ce_row_grad(const P& p, const CeParams& q, const double* x, const double* w
     }
     if (q.zl > 0) gj = p.acc(gj + p.acc(zlse2 * pj));
     if (q.softcap > 0) {
-      T th = p.tanh(p.acc(p.c(x[j]) / S));
+      T th = p.tanh(p.acc(ce_lift(p, x[j]) / S));
       gj = p.acc(gj * p.acc(p.c(1) - p.acc(th * th)));
     }
     g[j] = p.acc(gj * scale);

@@ -1,0 +1,145 @@
+// fused_linear_cross_entropy bindings. Case shape BT x H x V. fwd: x (BT,H), weight (V,H),
+// [bias (V)], target (BT, i32) -> loss. bwd: the same plus dloss -> dx, dweight, [dbias].
+#include "ops/flce.hpp"
+
+#include "kernels/host/host_impl.hpp"
+#include "ops/ce_common.hpp"
+#include "reference/flce.hpp"
+
+namespace kv {
+
+namespace {
+
+class FlceOp : public PolicyOp<FlceOp> {
+ public:
+  explicit FlceOp(bool bwd) : bwd_(bwd) {}
+  std::string name() const override { return bwd_ ? "fused_linear_cross_entropy.bwd" : "fused_linear_cross_entropy.fwd"; }
+  std::vector<int64_t> example_shape() const override { return {8, 256, 1000}; }
+  std::vector<AttrSpec> attrs() const override {
+    auto a = ce_attrs(false);
+    a.push_back({"bias", false, "false", {"false", "true"}});
+    return a;
+  }
+  void check(Case& c) const {
+    if (c.shape.size() != 3 || c.shape[1] < 1 || c.shape[2] < 1)
+      throw UsageError("fused_linear_cross_entropy needs a shape BT x H x V with H, V >= 1");
+    ce_check(c);
+  }
+  std::vector<std::pair<std::string, char>> dtype_rules(const Case&) const {
+    std::vector<std::pair<std::string, char>> r = {{"x", 'x'}, {"weight", 'x'}, {"bias", 'x'}, {"target", 'i'}};
+    if (bwd_) r.insert(r.end(), {{"dloss", 'f'}, {"dx", 'x'}, {"dweight", 'x'}, {"dbias", 'x'}});
+    else r.push_back({"loss", 'f'});
+    return r;
+  }
+  static FlceGeom geom(const Case& c) { return {c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true"}; }
+  std::vector<TensorSpec> tensors(const Case& c) const override {
+    const FlceGeom g = geom(c);
+    std::vector<int64_t> lshape = c.attr("reduction") == "none" ? std::vector<int64_t>{g.bt} : std::vector<int64_t>{1};
+    auto t = [&](const char* n, std::vector<int64_t> s, Role r) { return TensorSpec{n, s, c.dtypes.at(n), r}; };
+    std::vector<TensorSpec> v = {t("x", {g.bt, g.h}, Role::input), t("weight", {g.v, g.h}, Role::input)};
+    if (g.bias) v.push_back(t("bias", {g.v}, Role::input));
+    v.push_back(t("target", {g.bt}, Role::input));
+    if (!bwd_) {
+      v.push_back(t("loss", lshape, Role::output));
+      return v;
+    }
+    v.push_back(t("dloss", lshape, Role::input));
+    v.push_back(t("dx", {g.bt, g.h}, Role::output));
+    v.push_back(t("dweight", {g.v, g.h}, Role::output));
+    if (g.bias) v.push_back(t("dbias", {g.v}, Role::output));
+    return v;
+  }
+  void generate(const Case& c, TensorSet& ts) const override {
+    const FlceGeom g = geom(c);
+    auto x = ts.view("x"), w = ts.view("weight");
+    fill_tensor(x, c.dist, c.seed, 0.0, 1.0);
+    // Weights scaled as an initialized LM head: logits of order 1.
+    fill_tensor(w, "normal", c.seed, 0.0, 1.0 / std::sqrt(static_cast<double>(g.h)));
+    if (g.bias) {
+      auto b = ts.view("bias");
+      fill_tensor(b, "normal", c.seed, 0.0, 0.1);
+    }
+    ce_fill_targets(c, ts.view("target"), g.v);
+    if (bwd_) {
+      auto d = ts.view("dloss");
+      fill_tensor(d, "normal", c.seed, 0.0, 1.0);
+    }
+  }
+  int64_t rows(const Case& c) const { return c.shape[0]; }
+  int64_t row_of(const Case& c, int o, int64_t i) const {
+    if (!bwd_) return c.attr("reduction") == "none" ? i : -1;
+    return o == 0 ? i / c.shape[1] : -1;
+  }
+  std::vector<AxisLen> axes(const Case& c) const {
+    return {{"h", c.shape[1]}, {"row", c.shape[2]}, {"v", c.shape[2]}, {"rows", c.shape[0], true}};
+  }
+
+  template <class P, class S>
+  void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
+    using T = typename P::T;
+    const FlceGeom g = geom(c);
+    const CeParams q = ce_params(c, g.v);
+    const auto &x = in["x"], &w = in["weight"], &target = in["target"];
+    const double* b = g.bias ? in["bias"].data() : nullptr;
+    auto logits = [&](int64_t r) {
+      std::vector<T> l(static_cast<size_t>(g.v));
+      flce_logits_row(p, g, x.data() + r * g.h, w.data(), b, l.data());
+      return l;
+    };
+    if (!bwd_) {
+      ce_emit_loss(p, q, g.bt, target, nullptr, sink, rs, parallel, [&](int64_t r) {
+        auto l = logits(r);
+        return ce_row_loss(p, q, l.data(), nullptr, static_cast<int64_t>(target[r]));
+      });
+      return;
+    }
+    const T wsum = ce_weight_sum(p, q, target, nullptr), wbar = p.c(1);
+    const bool any = numel_nonignored(q, target) > 0;
+    const int64_t vh = g.v * g.h;
+    column_sums(
+        p, g.bt, vh + g.v, 1, rs, parallel, "rows",
+        [&](int64_t r, auto* sums) {
+          auto l = logits(r);
+          std::vector<T> grad(static_cast<size_t>(g.v)), dx(static_cast<size_t>(g.h));
+          ce_row_grad(p, q, l.data(), nullptr, static_cast<int64_t>(target[r]), wbar,
+                      ce_scale(p, q, in["dloss"], r, wsum, any), grad.data());
+          flce_dx_row(p, g, grad.data(), w.data(), dx.data());
+          for (int64_t k = 0; k < g.h; ++k) sink(0, r * g.h + k, dx[k]);
+          for (int64_t v = 0; v < g.v; ++v) {
+            for (int64_t k = 0; k < g.h; ++k) sums[v * g.h + k].add(p.acc(grad[v] * p.c(x[r * g.h + k])));
+            sums[vh + v].add(grad[v]);
+          }
+        },
+        [&](int, int64_t j, const T& val) {
+          if (j < vh) sink(1, j, val);
+          else if (g.bias) sink(2, j - vh, val);
+        });
+  }
+
+ private:
+  bool bwd_;
+};
+
+}  // namespace
+
+void register_flce_ops(Registry& r) {
+  for (bool bwd : {false, true}) {
+    r.add(std::make_unique<FlceOp>(bwd));
+    r.add(std::make_unique<HostImpl<FlceOp>>(bwd));
+  }
+}
+
+void register_flce_faults(Registry& r) {
+  for (bool bwd : {false, true})
+    add_host_faults<FlceOp>(r, bwd, true,
+                            {{"bias_ignored", [](Case& c, OpInputs& in) {
+                                if (in.has("bias"))
+                                  for (auto& v : in.mut("bias")) v = 0;
+                              }},
+                             {"ignore_index_ignored", [](Case& c, OpInputs&) { c.attrs["ignore_index"] = "-999999"; }},
+                             {"weight_to_bf16", [](Case&, OpInputs& in) {
+                                for (auto& v : in.mut("weight")) v = round_to(DType::bf16, v);
+                              }}});
+}
+
+}  // namespace kv
