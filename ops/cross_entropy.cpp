@@ -99,7 +99,7 @@ void register_cross_entropy_faults(Registry& r) {
   // Attributes silently ignored (the commonest CE bug class) and an off-by-one target.
   for (bool bwd : {false, true})
     add_host_faults<CrossEntropyOp>(
-        r, bwd, true,
+        r, bwd, {true, true, bwd},  // fwd's loss is fp32
         {{"ignore_index_ignored", [](Case& c, OpInputs&) { c.attrs["ignore_index"] = "-999999"; }},
          {"no_label_smoothing", [](Case& c, OpInputs&) { c.attrs["label_smoothing"] = hex_float(0.0); }},
          {"no_softcap", [](Case& c, OpInputs&) { c.attrs["softcap"] = hex_float(0.0); }},

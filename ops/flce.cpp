@@ -131,7 +131,8 @@ void register_flce_ops(Registry& r) {
 
 void register_flce_faults(Registry& r) {
   for (bool bwd : {false, true})
-    add_host_faults<FlceOp>(r, bwd, true,
+    add_host_faults<FlceOp>(r, bwd, {true, true, bwd},  // fwd's loss is fp32
+                           
                             {{"bias_ignored", [](Case& c, OpInputs& in) {
                                 if (in.has("bias"))
                                   for (auto& v : in.mut("bias")) v = 0;

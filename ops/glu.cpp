@@ -68,7 +68,7 @@ class GluOp : public PolicyOp<GluOp<Geglu>> {
 
 template <bool G>
 void add_faults(Registry& r, bool bwd) {
-  add_host_faults<GluOp<G>>(r, bwd, false,
+  add_host_faults<GluOp<G>>(r, bwd, {false, true, true},
                             {{"swap_ab", [](Case&, OpInputs& in) { std::swap(in.mut("a"), in.mut("b")); }},
                              {"negate_a", [](Case&, OpInputs& in) {
                                 for (auto& v : in.mut("a")) v = -v;

@@ -120,12 +120,12 @@ void register_layer_norm_ops(Registry& r) {
 
 void register_layer_norm_faults(Registry& r) {
   auto no_eps = [](Case& c, OpInputs&) { c.attrs["eps"] = hex_float(0.0); };
-  add_host_faults<LayerNormOp>(r, false, true,
+  add_host_faults<LayerNormOp>(r, false, {},
                                {{"no_eps", no_eps}, {"w_reversed", [](Case&, OpInputs& in) {
                                                       auto& w = in.mut("w");
                                                       std::reverse(w.begin(), w.end());
                                                     }}});
-  add_host_faults<LayerNormOp>(r, true, true,
+  add_host_faults<LayerNormOp>(r, true, {},
                                {{"mean_ignored", [](Case&, OpInputs& in) {
                                   for (auto& v : in.mut("mean")) v = 0;
                                 }},

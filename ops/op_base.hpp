@@ -15,6 +15,7 @@
 #include "core/inputs.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "reference/mpfi_policy.hpp"
 #include "reference/policy.hpp"
 
 namespace kv {
@@ -87,6 +88,17 @@ void normalize_dtypes(const std::string& op, const std::vector<std::pair<std::st
 void check_layouts(const Case& c, const std::vector<TensorSpec>& ts);
 void check_shape_nonneg(const Case& c);
 
+/// The definition evaluated over the other scalar types (for the reference tests): per
+/// output, per element (elements the definition does not reach keep a zero).
+class PolicyEval {
+ public:
+  virtual ~PolicyEval() = default;
+  virtual std::vector<std::vector<double>> eval_double(const Case& c, const TensorSet& ts) const = 0;
+  virtual std::vector<std::vector<dd_real>> eval_dd(const Case& c, const TensorSet& ts) const = 0;
+  virtual std::vector<std::vector<mpfr_float>> eval_mpfr(const Case& c, const TensorSet& ts, unsigned bits) const = 0;
+  virtual std::vector<std::vector<mpfi_float>> eval_mpfi(const Case& c, const TensorSet& ts, unsigned bits) const = 0;
+};
+
 /// One definition over a scalar policy, turned into the binding's reference, refinement
 /// and enclosure. D supplies name(), attrs(), dists(), tensors(), generate() and:
 ///   void check(Case&) const;                  // shape and attribute constraints
@@ -97,8 +109,24 @@ void check_shape_nonneg(const Case& c);
 ///   void compute(const Case&, const OpInputs&, const P&, S& sink, RowSet, bool parallel) const;
 /// where sink(out, i, value) receives output `out` (in tensors() order) at element i.
 template <class D>
-class PolicyOp : public OpBinding {
+class PolicyOp : public OpBinding, public PolicyEval {
  public:
+  std::vector<std::vector<double>> eval_double(const Case& c, const TensorSet& ts) const override {
+    return eval(c, ts, ValuePolicy<double>{});
+  }
+  std::vector<std::vector<dd_real>> eval_dd(const Case& c, const TensorSet& ts) const override {
+    return eval(c, ts, ValuePolicy<dd_real>{});
+  }
+  std::vector<std::vector<mpfr_float>> eval_mpfr(const Case& c, const TensorSet& ts, unsigned bits) const override {
+    set_mpfr_bits(bits);
+    return eval(c, ts, ValuePolicy<mpfr_float>{});
+  }
+  std::vector<std::vector<mpfi_float>> eval_mpfi(const Case& c, const TensorSet& ts, unsigned bits) const override {
+    set_mpfi_bits(bits);
+    set_mpfr_bits(bits);
+    return eval(c, ts, MpfiPolicy{});
+  }
+
   std::vector<std::string> dists() const override { return known_dists(); }
   void normalize(Case& c) const override {
     check_shape_nonneg(c);
@@ -198,6 +226,16 @@ class PolicyOp : public OpBinding {
 
  private:
   const D& self() const { return static_cast<const D&>(*this); }
+  template <class P>
+  std::vector<std::vector<typename P::T>> eval(const Case& c, const TensorSet& ts, const P& p) const {
+    using T = typename P::T;
+    std::vector<std::vector<T>> out;
+    for (auto& t : outputs(c)) out.emplace_back(static_cast<size_t>(numel(t.shape)), T(0));
+    OpInputs in = OpInputs::read(tensors(c), ts);
+    auto sink = [&](int o, int64_t i, const T& v) { out[o][i] = v; };
+    self().compute(c, in, p, sink, RowSet{}, false);
+    return out;
+  }
 };
 
 }  // namespace kv

@@ -115,7 +115,7 @@ void register_rope_faults(Registry& r) {
   // Layout confusion, the wrong rotation direction, and (3d) transposed height/width.
   for (bool bwd : {false, true})
     add_host_faults<RopeOp>(
-        r, bwd, false,
+        r, bwd, {false, true, true},
         {{"wrong_layout",
           [](Case& c, OpInputs&) { c.attrs["layout"] = c.attr("layout") == "interleaved" ? "rotate_half" : "interleaved"; }},
          {"sin_negated", [](Case& c, OpInputs& in) {

@@ -75,7 +75,7 @@ void register_rope_table_ops(Registry& r) {
 
 void register_rope_table_faults(Registry& r) {
   add_host_faults<RopeTableOp>(
-      r, false, false,
+      r, false, {false, false, true},  // no sums, no accumulator operations
       {{"wrong_layout",
         [](Case& c, OpInputs&) { c.attrs["layout"] = c.attr("layout") == "interleaved" ? "rotate_half" : "interleaved"; }},
        {"positions_off_by_one", [](Case&, OpInputs& in) {

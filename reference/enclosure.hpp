@@ -73,6 +73,10 @@ inline Enc operator-(const Enc& a) { return Enc{-a.m, a.r, a.unv}; }
 inline Enc operator-(const Enc& a, const Enc& b) { return a + (-b); }
 inline Enc operator*(const Enc& a, const Enc& b) {
   double m = a.m * b.m;
+  // An exact zero times anything finite is an exact zero.
+  if ((a.m == 0 && a.r == 0 && std::isfinite(b.m) && b.r < enc_detail::kInf) ||
+      (b.m == 0 && b.r == 0 && std::isfinite(a.m) && a.r < enc_detail::kInf))
+    return Enc{m, 0.0, a.unv || b.unv};
   double r = enc_detail::rup(std::fabs(a.m) * b.r + a.r * std::fabs(b.m) + a.r * b.r + std::fabs(m) * 0x1p-53 + 0x1p-1074);
   if (a.r == 0 && b.r == 0 && enc_detail::product_exact(a.m, b.m, m)) r = 0.0;
   return Enc{m, r, a.unv || b.unv};

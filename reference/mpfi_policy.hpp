@@ -38,6 +38,7 @@ struct MpfiPolicy {
     mpfr_float lo = lower(a) < lower(b) ? lower(b) : lower(a), hi = upper(a) < upper(b) ? upper(b) : upper(a);
     return T(lo, hi);
   }
+  T or_zero(const T& x) const { return x; }
   struct Sum {
     T s = T(0);
     void add(const T& t) { s += t; }

@@ -7,6 +7,7 @@
 #include <boost/multiprecision/mpfr.hpp>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "core/contract.hpp"
 #include "core/dtype.hpp"
@@ -64,8 +65,19 @@ struct ValuePolicy {
     return log(x);
   }
   T tanh(const T& x) const {
-    using std::tanh;
-    return tanh(x);
+    if constexpr (std::is_same_v<S, dd_real>) {
+      // qd's tanh overflows in exp(2x) for large |x| (NaN); (1 - t)/(1 + t) with
+      // t = exp(-2|x|) is the same function and never overflows.
+      if (abs(x) > 1.0) {
+        dd_real t = exp(-2.0 * abs(x));
+        dd_real r = (1.0 - t) / (1.0 + t);
+        return x < 0.0 ? -r : r;
+      }
+      return ::tanh(x);
+    } else {
+      using std::tanh;
+      return tanh(x);
+    }
   }
   T sin(const T& x) const {
     using std::sin;
@@ -76,6 +88,9 @@ struct ValuePolicy {
     return cos(x);
   }
   T max(const T& a, const T& b) const { return a < b ? b : a; }
+  /// Where an fp32 intermediate may overflow to inf and IEEE rules then give 0 (sigmoid of
+  /// a very negative argument), an impl's result may be 0: only enclosures widen to it.
+  T or_zero(const T& x) const { return x; }
   struct Sum {
     T s = T(0);
     void add(const T& t) { s += t; }
@@ -112,6 +127,10 @@ struct EncPolicy {
   T sin(const T& x) const { return fn(enc_sin(x), "sin"); }
   T cos(const T& x) const { return fn(enc_cos(x), "cos"); }
   T max(const T& a, const T& b) const { return enc_max(a, b); }
+  T or_zero(const T& x) const {
+    if (!k) return x;
+    return enc_from_bounds(std::fmin(0.0, enc_lo(x)), std::fmax(0.0, enc_hi(x)), x.unv);
+  }
   using Sum = EncSum;
   Sum sum() const { return Sum{}; }
   T finish(const Sum& s, const char* axis) const {

@@ -1,6 +1,14 @@
 // Registration of the test-only impls.
 #include "test_impls.hpp"
 
+#include "ops/cross_entropy.hpp"
+#include "ops/flce.hpp"
+#include "ops/glu.hpp"
+#include "ops/layer_norm.hpp"
+#include "ops/rope.hpp"
+#include "ops/rope_table.hpp"
+#include "ops/softmax.hpp"
+
 #include <cfenv>
 #include <csignal>
 #include <thread>
@@ -84,6 +92,13 @@ void register_test_impls() {
   done = true;
   auto& r = kv::registry();
   for (auto& b : planted_bugs()) r.add(kv::make_host_rms_norm(b.bwd, b.bug, "host.bug." + b.name));
+  kv::register_glu_faults(r);
+  kv::register_softmax_faults(r);
+  kv::register_layer_norm_faults(r);
+  kv::register_cross_entropy_faults(r);
+  kv::register_rope_faults(r);
+  kv::register_rope_table_faults(r);
+  kv::register_flce_faults(r);
   r.add(std::make_unique<Upward>(false));
   r.add(std::make_unique<Upward>(true));
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));

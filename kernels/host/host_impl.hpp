@@ -113,20 +113,27 @@ namespace kv {
 
 using InputTweak = std::function<void(Case&, OpInputs&)>;
 
+/// Which shared faults can change an op's results (the others would be equivalent mutants).
+struct FaultScope {
+  bool sums = true;      // the op sums (drop_last_term)
+  bool acc = true;       // the op has accumulator operations (bf16_accumulation)
+  bool lowp_out = true;  // some output is low precision by default (truncate)
+};
+
 /// Registers test-only host impls `host.bug.<fault>` of Op: bf16 accumulation, truncation
 /// on store, a dropped last term where the op sums, and the op's own input/case tweaks.
 template <class Op>
-void add_host_faults(Registry& r, bool bwd, bool has_sums, std::vector<std::pair<std::string, InputTweak>> tweaks) {
+void add_host_faults(Registry& r, bool bwd, FaultScope scope, std::vector<std::pair<std::string, InputTweak>> tweaks) {
   auto add = [&](const std::string& n, HostFault f) {
     r.add(std::make_unique<HostImpl<Op>>(bwd, "host.bug." + n, std::move(f), true));
   };
   HostFault acc;
   acc.policy.bf16_accumulation = true;
-  add("bf16_accumulation", acc);
+  if (scope.acc) add("bf16_accumulation", acc);
   HostFault trunc;
   trunc.truncate = true;
-  add("truncate", trunc);
-  if (has_sums) {
+  if (scope.lowp_out) add("truncate", trunc);
+  if (scope.sums) {
     HostFault drop;
     drop.policy.drop_last_term = true;
     add("drop_last_term", drop);

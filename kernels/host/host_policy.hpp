@@ -39,6 +39,7 @@ struct HostPolicy {
   T sin(T x) const { return fn(std::sin(x)); }
   T cos(T x) const { return fn(std::cos(x)); }
   T max(T a, T b) const { return std::fmax(a, b); }
+  T or_zero(T x) const { return x; }
 
   struct Sum {
     const HostPolicy* p = nullptr;
