@@ -1,0 +1,87 @@
+// Reference benchmark: the time to compute every output element's reference value (with
+// its error bound) and its enclosure under a contract, for the three cases, on
+// all host threads. Prints a markdown table (median of --repeat runs; input generation
+// and tensor allocation are not timed).
+#include <tbb/info.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "check/runner.hpp"
+#include "core/registry.hpp"
+#include "kv_build_info.hpp"
+
+namespace {
+
+struct Bench {
+  std::string label;
+  std::vector<std::string> cases;  // fwd and bwd
+};
+
+double seconds_for(const std::string& s, std::vector<kv::OutputEnclosure>& enc) {
+  kv::Case c = kv::Case::parse(s);
+  kv::registry().normalize(c);
+  const auto& op = kv::registry().op(c.op);
+  kv::TensorSet ts = kv::allocate_tensors(c, op);
+  op.generate(c, ts);
+  kv::Contract k = kv::registry().impl(c.op, c.impl).contract(c, kv::host_device().profile);
+  auto t0 = std::chrono::steady_clock::now();
+  kv::RefResult ref = op.reference(c, ts);
+  op.enclose(c, ts, k, enc);
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("kverify reference benchmark");
+  int repeat = 3;
+  std::string flce = "256x2048x128256";
+  app.add_option("--repeat", repeat, "runs per case (median reported)");
+  app.add_option("--flce", flce, "FLCE shape BTxHxV");
+  CLI11_PARSE(app, argc, argv);
+  kv::register_builtin();
+  const std::vector<Bench> benches = {
+      {"3D RoPE fwd+bwd, q and k, bf16, 1x32760x12x128 (grid 21x30x52)",
+       {"kv1 op=rope.fwd impl=host shape=1x32760x12x128 dtypes=x:bf16 attrs=positions:3d,layout:interleaved,grid:21x30x52 dist=normal seed=1 gen=1",
+        "kv1 op=rope.bwd impl=host shape=1x32760x12x128 dtypes=x:bf16 attrs=positions:3d,layout:interleaved,grid:21x30x52 dist=normal seed=1 gen=1"}},
+      {"RMSNorm fwd+bwd, bf16, 32760x1536 (llama)",
+       {"kv1 op=rms_norm.fwd impl=host shape=32760x1536 dtypes=x:bf16 dist=normal seed=1 gen=1",
+        "kv1 op=rms_norm.bwd impl=host shape=32760x1536 dtypes=x:bf16 dist=normal seed=1 gen=1"}},
+      {"FLCE fwd+bwd, bf16, " + flce,
+       {"kv1 op=fused_linear_cross_entropy.fwd impl=host shape=" + flce + " dtypes=x:bf16 dist=normal seed=1 gen=1",
+        "kv1 op=fused_linear_cross_entropy.bwd impl=host shape=" + flce + " dtypes=x:bf16 dist=normal seed=1 gen=1"}}};
+  std::printf("CPU: %s, %d threads (oneTBB); commit %s%s\n\n", cpu_model().c_str(), tbb::info::default_concurrency(),
+              KV_GIT_COMMIT, KV_GIT_DIRTY ? " (dirty)" : "");
+  std::printf("| case | median s (reference + enclosure, fwd + bwd) | runs |\n|---|---|---|\n");
+  for (auto& b : benches) {
+    std::vector<double> t;
+    std::vector<kv::OutputEnclosure> enc;
+    for (int r = 0; r < repeat; ++r) {
+      double s = 0;
+      for (auto& cs : b.cases) s += seconds_for(cs, enc);
+      t.push_back(s);
+    }
+    std::sort(t.begin(), t.end());
+    std::string runs;
+    for (double v : t) runs += (runs.empty() ? "" : ", ") + std::to_string(v);
+    std::printf("| %s | %.3f | %s |\n", b.label.c_str(), t[t.size() / 2], runs.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
