@@ -138,9 +138,7 @@ void register_flce_faults(Registry& r) {
                                   for (auto& v : in.mut("bias")) v = 0;
                               }},
                              {"ignore_index_ignored", [](Case& c, OpInputs&) { c.attrs["ignore_index"] = "-999999"; }},
-                             {"weight_to_bf16", [](Case&, OpInputs& in) {
-                                for (auto& v : in.mut("weight")) v = round_to(DType::bf16, v);
-                              }}});
+                             {"weight_to_bf16", tweak_round_input("weight", DType::bf16)}});
 }
 
 }  // namespace kv

@@ -73,9 +73,7 @@ void add_faults(Registry& r, bool bwd) {
                              {"negate_a", [](Case&, OpInputs& in) {
                                 for (auto& v : in.mut("a")) v = -v;
                               }},
-                             {"a_to_bf16", [](Case&, OpInputs& in) {
-                                for (auto& v : in.mut("a")) v = round_to(DType::bf16, v);
-                              }}});
+                             {"a_to_bf16", tweak_round_input("a", DType::bf16)}});
 }
 
 }  // namespace

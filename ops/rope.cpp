@@ -116,8 +116,7 @@ void register_rope_faults(Registry& r) {
   for (bool bwd : {false, true})
     add_host_faults<RopeOp>(
         r, bwd, {false, true, true},
-        {{"wrong_layout",
-          [](Case& c, OpInputs&) { c.attrs["layout"] = c.attr("layout") == "interleaved" ? "rotate_half" : "interleaved"; }},
+        {{"wrong_layout", tweak_other_layout()},
          {"sin_negated", [](Case& c, OpInputs& in) {
             for (auto& n : table_names_all())
               if (n.rfind("sin", 0) == 0 && in.has(n))

@@ -76,14 +76,11 @@ void register_rope_table_ops(Registry& r) {
 void register_rope_table_faults(Registry& r) {
   add_host_faults<RopeTableOp>(
       r, false, {false, false, true},  // no sums, no accumulator operations
-      {{"wrong_layout",
-        [](Case& c, OpInputs&) { c.attrs["layout"] = c.attr("layout") == "interleaved" ? "rotate_half" : "interleaved"; }},
+      {{"wrong_layout", tweak_other_layout()},
        {"positions_off_by_one", [](Case&, OpInputs& in) {
           for (auto& v : in.mut("positions")) v += 1;
         }},
-       {"inv_freq_to_bf16", [](Case&, OpInputs& in) {
-          for (auto& v : in.mut("inv_freq")) v = round_to(DType::bf16, v);
-        }}});
+       {"inv_freq_to_bf16", tweak_round_input("inv_freq", DType::bf16)}});
 }
 
 }  // namespace kv

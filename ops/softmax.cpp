@@ -85,14 +85,10 @@ void register_softmax_faults(Registry& r) {
                              {{"scale_logits", [](Case&, OpInputs& in) {
                                  for (auto& v : in.mut("x")) v *= 1.0625;
                                }},
-                              {"x_to_bf16", [](Case&, OpInputs& in) {
-                                 for (auto& v : in.mut("x")) v = round_to(DType::bf16, v);
-                               }}});
+                              {"x_to_bf16", tweak_round_input("x", DType::bf16)}});
   add_host_faults<SoftmaxOp>(r, true, {},
                              {{"swap_dy_y", [](Case&, OpInputs& in) { std::swap(in.mut("dy"), in.mut("y")); }},
-                              {"dy_to_bf16", [](Case&, OpInputs& in) {
-                                 for (auto& v : in.mut("dy")) v = round_to(DType::bf16, v);
-                               }}});
+                              {"dy_to_bf16", tweak_round_input("dy", DType::bf16)}});
 }
 
 }  // namespace kv

@@ -4,6 +4,7 @@
 // last term), truncation instead of rounding on store, or an op-specific fault that the
 // op applies to its case or inputs before computing.
 #pragma once
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -112,6 +113,23 @@ class HostImpl : public Impl {
 namespace kv {
 
 using InputTweak = std::function<void(Case&, OpInputs&)>;
+
+/// Shared planted-fault tweaks: an input read through another dtype (a wrong conversion),
+/// an input reversed, and the other rope layout.
+inline InputTweak tweak_round_input(std::string name, DType d) {
+  return [name, d](Case&, OpInputs& in) {
+    for (auto& v : in.mut(name)) v = round_to(d, v);
+  };
+}
+inline InputTweak tweak_reverse_input(std::string name) {
+  return [name](Case&, OpInputs& in) {
+    auto& v = in.mut(name);
+    std::reverse(v.begin(), v.end());
+  };
+}
+inline InputTweak tweak_other_layout() {
+  return [](Case& c, OpInputs&) { c.attrs["layout"] = c.attr("layout") == "interleaved" ? "rotate_half" : "interleaved"; };
+}
 
 /// Which shared faults can change an op's results (the others would be equivalent mutants).
 struct FaultScope {
