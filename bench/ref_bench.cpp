@@ -32,8 +32,8 @@ double seconds_for(const std::string& s, std::vector<kv::OutputEnclosure>& enc) 
   op.generate(c, ts);
   kv::Contract k = kv::registry().impl(c.op, c.impl).contract(c, kv::host_device().profile);
   auto t0 = std::chrono::steady_clock::now();
-  kv::RefResult ref = op.reference(c, ts);
-  op.enclose(c, ts, k, enc);
+  kv::RefResult ref;
+  op.evaluate(c, ts, k, ref, enc);
   auto t1 = std::chrono::steady_clock::now();
   return std::chrono::duration<double>(t1 - t0).count();
 }
@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
   int repeat = 3;
   std::string flce = "256x2048x128256";
   app.add_option("--repeat", repeat, "runs per case (median reported)");
+  std::string only;
   app.add_option("--flce", flce, "FLCE shape BTxHxV");
+  app.add_option("--only", only, "run only the cases whose label contains this text");
   CLI11_PARSE(app, argc, argv);
   kv::register_builtin();
   const std::vector<Bench> benches = {
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
               KV_GIT_COMMIT, KV_GIT_DIRTY ? " (dirty)" : "");
   std::printf("| case | median s (reference + enclosure, fwd + bwd) | runs |\n|---|---|---|\n");
   for (auto& b : benches) {
+    if (b.label.find(only) == std::string::npos) continue;
     std::vector<double> t;
     std::vector<kv::OutputEnclosure> enc;
     for (int r = 0; r < repeat; ++r) {

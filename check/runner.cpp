@@ -227,21 +227,29 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   const uint64_t iid = c.input_id();
   auto ref = cache.get(iid);
   bool cached = ref != nullptr;
-  if (!ref) {
-    ref = std::make_shared<RefResult>(op.reference(c, ts));
-    cache.put(iid, ref);
-  }
-  double t_reference = since(t0);
-  t0 = Clock::now();
   // The enclosure depends on the inputs and the contract's numerics only: configs that
   // declare the same numerics (e.g. per-SM partials and atomics) share it.
   RefCache::Enclosures& sc = cache.scratch();
   const uint64_t enc_key = iid * 0x9E3779B97F4A7C15ull ^ k.numerics_hash();
   const bool enc_cached = sc.valid && sc.key == enc_key;
   std::vector<OutputEnclosure>& encs = sc.outputs;
+  bool enc_done = false;
+  if (!ref) {
+    ref = std::make_shared<RefResult>();
+    if (!enc_cached) {  // both in one pass (the enclosure's time is counted here)
+      sc.valid = false;
+      op.evaluate(c, ts, k, *ref, encs);
+      enc_done = true;
+    } else {
+      *ref = op.reference(c, ts);
+    }
+    cache.put(iid, ref);
+  }
+  double t_reference = since(t0);
+  t0 = Clock::now();
   if (!enc_cached) {
     sc.valid = false;
-    op.enclose(c, ts, k, encs);
+    if (!enc_done) op.enclose(c, ts, k, encs);
     auto out_dtype = [&](const std::string& n) { return ts.at(n).desc.dtype; };
     std::map<std::string, std::vector<int64_t>> misses;
     for (auto& e : encs) {

@@ -3,7 +3,10 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -30,11 +33,39 @@ struct AttrSpec {
   bool text = false;                 // free text the op validates itself
 };
 
+/// An allocator whose resize() leaves trivial elements uninitialized: reference and
+/// enclosure buffers hold hundreds of millions of elements, every one written by the
+/// (parallel) computation, so a serial zero fill would only cost time and put every page
+/// on one thread's first touch.
+template <class T>
+struct NoInitAlloc : std::allocator<T> {
+  template <class U>
+  bool operator==(const NoInitAlloc<U>&) const noexcept { return true; }
+  using value_type = T;
+  NoInitAlloc() = default;
+  template <class U>
+  NoInitAlloc(const NoInitAlloc<U>&) noexcept {}
+  template <class U>
+  struct rebind {
+    using other = NoInitAlloc<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+using DoubleBuf = std::vector<double, NoInitAlloc<double>>;
+using ByteBuf = std::vector<uint8_t, NoInitAlloc<uint8_t>>;
+
 /// Per output tensor, per element: the reference value and a bound on its error.
 struct OutputRef {
   std::string name;
-  std::vector<double> v;
-  std::vector<double> err;
+  DoubleBuf v;
+  DoubleBuf err;
 };
 
 struct RefResult {
@@ -48,8 +79,8 @@ struct RefResult {
 /// rounding to the output dtype, and whether the contract allowed no useful bound.
 struct OutputEnclosure {
   std::string name;
-  std::vector<double> lo, hi;
-  std::vector<uint8_t> unverifiable;
+  DoubleBuf lo, hi;
+  ByteBuf unverifiable;
 };
 
 class OpBinding {
@@ -76,6 +107,13 @@ class OpBinding {
   /// The admissible set under a contract, written into `out` (whose storage is reused
   /// from case to case).
   virtual void enclose(const Case& c, const TensorSet& ts, const Contract& k, std::vector<OutputEnclosure>& out) const = 0;
+  /// Both at once (one pass over the inputs where the binding can): the reference and
+  /// the enclosure under k, as reference() and enclose() would give them.
+  virtual void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
+                        std::vector<OutputEnclosure>& out) const {
+    ref = reference(c, ts);
+    enclose(c, ts, k, out);
+  }
 };
 
 struct ConfigKnob {

@@ -23,6 +23,28 @@ OpInputs OpInputs::read(const std::vector<TensorSpec>& specs, const TensorSet& t
   return in;
 }
 
+RefResult make_ref(const std::vector<TensorSpec>& outs) {
+  RefResult res;
+  res.method = "certified:double-enclosure";
+  for (auto& t : outs) {
+    res.outputs.push_back(OutputRef{t.name, {}, {}});
+    res.outputs.back().v.resize(static_cast<size_t>(numel(t.shape)));
+    res.outputs.back().err.resize(static_cast<size_t>(numel(t.shape)));
+  }
+  return res;
+}
+
+void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEnclosure>& out) {
+  out.resize(outs.size());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const size_t n = static_cast<size_t>(numel(outs[o].shape));
+    out[o].name = outs[o].name;
+    out[o].lo.resize(n);
+    out[o].hi.resize(n);
+    out[o].unverifiable.resize(n);
+  }
+}
+
 const std::vector<double>& OpInputs::operator[](const std::string& name) const {
   auto it = v_.find(name);
   if (it == v_.end()) throw HarnessError("no input tensor '" + name + "'");

@@ -15,6 +15,7 @@
 #include "core/inputs.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "reference/dual_policy.hpp"
 #include "reference/mpfi_policy.hpp"
 #include "reference/policy.hpp"
 
@@ -73,6 +74,15 @@ void column_sums(const P& p, int64_t nrows, int64_t cols, int k, RowSet rows, bo
     for (auto& pc : part) s.merge(pc[kj]);
     out(static_cast<int>(kj / cols), kj % cols, p.finish(s, axis));
   });
+}
+
+/// Reference buffers for `outs` (uninitialized: the computation writes every element).
+RefResult make_ref(const std::vector<TensorSpec>& outs);
+/// Enclosure buffers for `outs`, reusing out's storage.
+void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEnclosure>& out);
+inline void put_ref(OutputRef& o, int64_t i, const Enc& e) { o.v[i] = e.m, o.err[i] = e.r; }
+inline void put_enc(OutputEnclosure& o, int64_t i, const Enc& e) {
+  o.lo[i] = enc_lo(e), o.hi[i] = enc_hi(e), o.unverifiable[i] = e.unv;
 }
 
 // Normalization shared by the bindings; each throws UsageError with the reason.
@@ -138,36 +148,31 @@ class PolicyOp : public OpBinding, public PolicyEval {
   }
 
   RefResult reference(const Case& c, const TensorSet& ts) const override {
-    RefResult res;
-    res.method = "certified:double-enclosure";
-    for (auto& t : outputs(c))
-      res.outputs.push_back(OutputRef{t.name, std::vector<double>(static_cast<size_t>(numel(t.shape))),
-                                      std::vector<double>(static_cast<size_t>(numel(t.shape)))});
+    RefResult res = make_ref(outputs(c));
     OpInputs in = OpInputs::read(tensors(c), ts);
-    auto sink = [&](int o, int64_t i, const Enc& e) {
-      res.outputs[o].v[i] = e.m;
-      res.outputs[o].err[i] = e.r;
-    };
+    auto sink = [&](int o, int64_t i, const Enc& e) { put_ref(res.outputs[o], i, e); };
     self().compute(c, in, EncPolicy{}, sink, RowSet{}, true);
     return res;
   }
 
   void enclose(const Case& c, const TensorSet& ts, const Contract& k,
                std::vector<OutputEnclosure>& out) const override {
-    auto outs = outputs(c);
-    out.resize(outs.size());
-    for (size_t o = 0; o < outs.size(); ++o) {
-      size_t n = static_cast<size_t>(numel(outs[o].shape));
-      out[o].name = outs[o].name;
-      out[o].lo.resize(n);
-      out[o].hi.resize(n);
-      out[o].unverifiable.resize(n);
-    }
+    size_enclosures(outputs(c), out);
     OpInputs in = OpInputs::read(tensors(c), ts);
-    auto sink = [&](int o, int64_t i, const Enc& e) {
-      out[o].lo[i] = enc_lo(e), out[o].hi[i] = enc_hi(e), out[o].unverifiable[i] = e.unv;
-    };
+    auto sink = [&](int o, int64_t i, const Enc& e) { put_enc(out[o], i, e); };
     self().compute(c, in, EncPolicy{&k}, sink, RowSet{}, true);
+  }
+
+  void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
+                std::vector<OutputEnclosure>& out) const override {
+    ref = make_ref(outputs(c));
+    size_enclosures(outputs(c), out);
+    OpInputs in = OpInputs::read(tensors(c), ts);
+    auto sink = [&](int o, int64_t i, const Dual& e) {
+      put_ref(ref.outputs[o], i, e.ref);
+      put_enc(out[o], i, e.con);
+    };
+    self().compute(c, in, DualPolicy{&k}, sink, RowSet{}, true);
   }
 
   /// Rows holding a missed element are recomputed at two MPFR precisions; where they

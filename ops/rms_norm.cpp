@@ -105,24 +105,22 @@ class RmsNormBinding : public OpBinding {
   }
 
   RefResult reference(const Case& c, const TensorSet& ts) const override {
-    RefResult res;
-    res.method = "certified:double-enclosure";
-    for (auto& t : tensors(c))
-      if (t.role == Role::output) {
-        size_t n = static_cast<size_t>(numel(t.shape));
-        res.outputs.push_back(OutputRef{t.name, std::vector<double>(n), std::vector<double>(n)});
-      }
     // No contract: an enclosure of the exact defined value; its radius bounds the error.
-    struct Sink {
-      OutputRef *a, *b;
-      void put(OutputRef* o, int64_t i, const Enc& e) { o->v[i] = e.m, o->err[i] = e.r; }
-      void y(int64_t i, const Enc& e) { put(a, i, e); }
-      void rstd(int64_t i, const Enc& e) { put(b, i, e); }
-      void dx(int64_t i, const Enc& e) { put(a, i, e); }
-      void dw(int64_t i, const Enc& e) { put(b, i, e); }
-    } sink{&res.outputs[0], &res.outputs[1]};
+    RefResult res = make_ref(outputs(c));
+    Sink sink{[&](int o, int64_t i, const Enc& e) { put_ref(res.outputs[o], i, e); }};
     run(c, ts, EncPolicy{}, sink, true);
     return res;
+  }
+
+  void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
+                std::vector<OutputEnclosure>& out) const override {
+    ref = make_ref(outputs(c));
+    size_enclosures(outputs(c), out);
+    Sink sink{[&](int o, int64_t i, const Dual& e) {
+      put_ref(ref.outputs[o], i, e.ref);
+      put_enc(out[o], i, e.con);
+    }};
+    run(c, ts, DualPolicy{&k}, sink, true);
   }
 
   void refine(const Case& c, const TensorSet& ts, RefResult& ref,
@@ -193,32 +191,36 @@ class RmsNormBinding : public OpBinding {
 
   void enclose(const Case& c, const TensorSet& ts, const Contract& k,
                std::vector<OutputEnclosure>& out) const override {
-    out.resize(2);
-    size_t i = 0;
-    for (auto& t : tensors(c))
-      if (t.role == Role::output) {
-        size_t n = static_cast<size_t>(numel(t.shape));
-        OutputEnclosure& o = out[i++];
-        o.name = t.name;
-        o.lo.resize(n);
-        o.hi.resize(n);
-        o.unverifiable.resize(n);
-      }
-    struct Sink {
-      OutputEnclosure *a, *b;
-      void put(OutputEnclosure* o, int64_t i, const Enc& e) {
-        o->lo[i] = enc_lo(e), o->hi[i] = enc_hi(e), o->unverifiable[i] = e.unv;
-      }
-      void y(int64_t i, const Enc& e) { put(a, i, e); }
-      void rstd(int64_t i, const Enc& e) { put(b, i, e); }
-      void dx(int64_t i, const Enc& e) { put(a, i, e); }
-      void dw(int64_t i, const Enc& e) { put(b, i, e); }
-    } sink{&out[0], &out[1]};
+    size_enclosures(outputs(c), out);
+    Sink sink{[&](int o, int64_t i, const Enc& e) { put_enc(out[o], i, e); }};
     run(c, ts, EncPolicy{&k}, sink, true);
   }
 
  private:
   bool bwd_;
+
+  /// Output 0 is y (fwd) or dx (bwd), output 1 rstd or dw.
+  template <class Put>
+  struct Sink {
+    Put put;
+    template <class V>
+    void y(int64_t i, const V& e) { put(0, i, e); }
+    template <class V>
+    void rstd(int64_t i, const V& e) { put(1, i, e); }
+    template <class V>
+    void dx(int64_t i, const V& e) { put(0, i, e); }
+    template <class V>
+    void dw(int64_t i, const V& e) { put(1, i, e); }
+  };
+  template <class Put>
+  Sink(Put) -> Sink<Put>;
+
+  std::vector<TensorSpec> outputs(const Case& c) const {
+    std::vector<TensorSpec> o;
+    for (auto& t : tensors(c))
+      if (t.role == Role::output) o.push_back(t);
+    return o;
+  }
 
   static RmsParams params(const Case& c) {
     RmsParams q;
@@ -256,8 +258,8 @@ class RmsNormBinding : public OpBinding {
     return d;
   }
 
-  template <class P, class Sink>
-  void run(const Case& c, const TensorSet& ts, const P& p, Sink& sink, bool parallel) const {
+  template <class P, class S>
+  void run(const Case& c, const TensorSet& ts, const P& p, S& sink, bool parallel) const {
     RmsParams q = params(c);
     RmsSource d = source(ts, bwd_);
     if (bwd_) rms_bwd_into(p, q, d, parallel, sink);

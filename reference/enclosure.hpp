@@ -4,6 +4,8 @@
 // impl under that contract may produce before the final rounding.
 #pragma once
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "core/contract.hpp"
@@ -21,19 +23,27 @@ namespace enc_detail {
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 /// Rounds a radius computed with a few RN operations up, so it stays a bound (each RN
 /// step errs by at most 2^-53 relative; 2^-50 covers eight of them). NaN becomes +inf.
-inline double rup(double x) {
+[[gnu::always_inline]] inline double rup(double x) {
   if (!(x < kInf)) return kInf;
   return x * (1.0 + 0x1p-50) + 0x1p-1074;
 }
 /// Steps below / above an RN-computed value far enough to cover its rounding error:
 /// 2^-52 |x| is at least one ulp of x, so RN(x - that) <= x - ulp/2 (2^-1074 covers
 /// subnormals). No libm call: this is on the hot path of every enclosure element.
-inline double down(double x) { return x - (std::fabs(x) * 0x1p-52 + 0x1p-1074); }
-inline double up(double x) { return x + (std::fabs(x) * 0x1p-52 + 0x1p-1074); }
+[[gnu::always_inline]] inline double down(double x) { return x - (std::fabs(x) * 0x1p-52 + 0x1p-1074); }
+[[gnu::always_inline]] inline double up(double x) { return x + (std::fabs(x) * 0x1p-52 + 0x1p-1074); }
 
 /// Whether a * b is exact in double (Dekker's product with Veltkamp splitting, + - *
-/// only: the rounding error of RN(a*b) is zero).
-inline bool product_exact(double a, double b, double p) {
+/// only: the rounding error of RN(a*b) is zero). Quick accept first: two significands of
+/// at most 26 bits (the low 27 of the 52 stored bits zero, as for every fp32, fp16 and
+/// bf16 value) have a product of at most 52 bits, exact unless it leaves the normal range.
+[[gnu::always_inline]] inline bool product_exact(double a, double b, double p) {
+  uint64_t ba, bb;
+  std::memcpy(&ba, &a, 8);
+  std::memcpy(&bb, &b, 8);
+  constexpr uint64_t low27 = (uint64_t(1) << 27) - 1;
+  const double ap = std::fabs(p);
+  if (((ba | bb) & low27) == 0 && ap >= 0x1p-1000 && ap <= 0x1p1000) return true;
   if (!std::isfinite(p) || p == 0 || std::fabs(p) < 0x1p-900 || std::fabs(p) > 0x1p900) return std::fma(a, b, -p) == 0.0;
   const double c = 134217729.0;  // 2^27 + 1
   double ga = c * a, ah = ga - (ga - a), al = a - ah;
@@ -42,10 +52,10 @@ inline bool product_exact(double a, double b, double p) {
 }
 }  // namespace enc_detail
 
-inline Enc enc_exact(double v) { return Enc{v, 0.0, false}; }
+[[gnu::always_inline]] inline Enc enc_exact(double v) { return Enc{v, 0.0, false}; }
 
 /// An enclosure of [a, b] (a <= b, each already an outward bound).
-inline Enc enc_from_bounds(double a, double b, bool unv) {
+[[gnu::always_inline]] inline Enc enc_from_bounds(double a, double b, bool unv) {
   using namespace enc_detail;
   if (!(a > -kInf) || !(b < kInf)) return Enc{std::isfinite(a) ? a : (std::isfinite(b) ? b : 0.0), kInf, unv};
   if (a == b) return Enc{a, 0.0, unv};
@@ -53,25 +63,25 @@ inline Enc enc_from_bounds(double a, double b, bool unv) {
   return Enc{m, rup(std::fmax(b - m, m - a)), unv};
 }
 
-inline double enc_lo(const Enc& e) { return e.r == 0 ? e.m : enc_detail::down(e.m - e.r); }
-inline double enc_hi(const Enc& e) { return e.r == 0 ? e.m : enc_detail::up(e.m + e.r); }
+[[gnu::always_inline]] inline double enc_lo(const Enc& e) { return e.r == 0 ? e.m : enc_detail::down(e.m - e.r); }
+[[gnu::always_inline]] inline double enc_hi(const Enc& e) { return e.r == 0 ? e.m : enc_detail::up(e.m + e.r); }
 
 // Exact-math operations: the only error is the double rounding of the midpoint.
 /// Knuth's TwoSum: the exact rounding error of s = RN(a + b) under RN.
-inline double two_sum_err(double a, double b, double s) {
+[[gnu::always_inline]] inline double two_sum_err(double a, double b, double s) {
   double bb = s - a;
   return (a - (s - bb)) + (b - bb);
 }
 
-inline Enc operator+(const Enc& a, const Enc& b) {
+[[gnu::always_inline]] inline Enc operator+(const Enc& a, const Enc& b) {
   double m = a.m + b.m;
   double e = std::fabs(two_sum_err(a.m, b.m, m));
   double r = (a.r == 0 && b.r == 0 && e == 0) ? 0.0 : enc_detail::rup(a.r + b.r + e);
   return Enc{m, r, a.unv || b.unv};
 }
-inline Enc operator-(const Enc& a) { return Enc{-a.m, a.r, a.unv}; }
-inline Enc operator-(const Enc& a, const Enc& b) { return a + (-b); }
-inline Enc operator*(const Enc& a, const Enc& b) {
+[[gnu::always_inline]] inline Enc operator-(const Enc& a) { return Enc{-a.m, a.r, a.unv}; }
+[[gnu::always_inline]] inline Enc operator-(const Enc& a, const Enc& b) { return a + (-b); }
+[[gnu::always_inline]] inline Enc operator*(const Enc& a, const Enc& b) {
   double m = a.m * b.m;
   // An exact zero times anything finite is an exact zero.
   if ((a.m == 0 && a.r == 0 && std::isfinite(b.m) && b.r < enc_detail::kInf) ||
@@ -91,7 +101,7 @@ inline Enc operator/(const Enc& a, const Enc& b) {
 }
 
 /// Mandated rounding: [lo, hi] maps to [RN(lo), RN(hi)] (rounding is monotone).
-inline Enc enc_round_to(const Enc& a, DType d) {
+[[gnu::always_inline]] inline Enc enc_round_to(const Enc& a, DType d) {
   if (a.r == 0) return Enc{round_to(d, a.m), 0.0, a.unv};
   return enc_from_bounds(round_to(d, enc_lo(a)), round_to(d, enc_hi(a)), a.unv);
 }
@@ -108,8 +118,12 @@ inline Enc enc_rsqrt(const Enc& a) {
 /// Widening by one rounding in a low-precision dtype with unit roundoff u: |RN(x) - x| <=
 /// u|x| + eta, eta the absolute error below the normal range (half the smallest
 /// subnormal, or the smallest normal when results flush to zero). Overflow admits ±inf.
-inline Enc enc_round_in(const Enc& a, DType d, double u, bool ftz) {
-  if (a.r == 0 && round_to(d, a.m) == a.m && !(ftz && a.m != 0 && std::fabs(a.m) < min_normal(d))) return a;
+[[gnu::always_inline]] inline Enc enc_round_in(const Enc& a, DType d, double u, bool ftz) {
+  // fp32 (the usual accumulator): a value is an fp32 number iff converting it to float
+  // and back gives it again (exact in any rounding mode); the other formats use round_to.
+  if (a.r == 0 && (d == DType::f32 ? static_cast<double>(static_cast<float>(a.m)) == a.m : round_to(d, a.m) == a.m) &&
+      !(ftz && a.m != 0 && std::fabs(a.m) < min_normal(d)))
+    return a;
   double mag = std::fabs(a.m) + a.r;
   if (mag * (1.0 + u) >= max_finite(d)) return Enc{a.m, enc_detail::kInf, a.unv};
   double eta = ftz ? min_normal(d) : min_subnormal(d) * 0.5;
@@ -129,7 +143,7 @@ inline Enc enc_widen_ulps(const Enc& a, DType d, double k) {
 /// and Stability, eq. 4.4 generalized: every term passes through at most n_eff additions).
 class EncSum {
  public:
-  void add(const Enc& t) {
+  [[gnu::always_inline]] void add(const Enc& t) {
     double s = m_ + t.m;
     round_err_ += std::fabs(two_sum_err(m_, t.m, s));
     m_ = s;

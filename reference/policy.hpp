@@ -110,9 +110,9 @@ struct EncPolicy {
   using T = Enc;
   static constexpr bool kEnclosure = true;
   const Contract* k = nullptr;
-  T c(double v) const { return enc_exact(v); }
-  T acc(const T& x) const { return k ? enc_round_in(x, k->acc, k->unit(), k->ftz) : x; }
-  T mand(const T& x, DType d) const { return enc_round_to(x, d); }
+  [[gnu::always_inline]] T c(double v) const { return enc_exact(v); }
+  [[gnu::always_inline]] T acc(const T& x) const { return k ? enc_round_in(x, k->acc, k->unit(), k->ftz) : x; }
+  [[gnu::always_inline]] T mand(const T& x, DType d) const { return enc_round_to(x, d); }
   /// rsqrtf: its declared ulps are fp32 ulps (the function's own precision, as
   /// calibrate-math measures them); any further rounding is the caller's acc().
   T rsqrt(const T& x) const {

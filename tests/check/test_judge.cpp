@@ -22,9 +22,8 @@ struct Out {
 
 /// Reference v with no error, and the enclosure [v - hw, v + hw] for every element.
 void point_ref(size_t n, double v, double hw, kv::OutputRef& ref, kv::OutputEnclosure& enc) {
-  ref = kv::OutputRef{"y", std::vector<double>(n, v), std::vector<double>(n, 0.0)};
-  enc = kv::OutputEnclosure{"y", std::vector<double>(n, v - hw), std::vector<double>(n, v + hw),
-                            std::vector<uint8_t>(n, 0)};
+  ref = kv::OutputRef{"y", kv::DoubleBuf(n, v), kv::DoubleBuf(n, 0.0)};
+  enc = kv::OutputEnclosure{"y", kv::DoubleBuf(n, v - hw), kv::DoubleBuf(n, v + hw), kv::ByteBuf(n, 0)};
 }
 
 }  // namespace
