@@ -108,7 +108,8 @@ class OpBinding {
   /// from case to case).
   virtual void enclose(const Case& c, const TensorSet& ts, const Contract& k, std::vector<OutputEnclosure>& out) const = 0;
   /// Both at once (one pass over the inputs where the binding can): the reference and
-  /// the enclosure under k, as reference() and enclose() would give them.
+  /// the enclosure under k, as reference() and enclose() would give them (reusing the
+  /// storage of ref and out where the binding can).
   virtual void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
                         std::vector<OutputEnclosure>& out) const {
     ref = reference(c, ts);

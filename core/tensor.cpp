@@ -117,6 +117,27 @@ int64_t TensorView::strided_index(int64_t logical) const {
   return idx;
 }
 
+void TensorView::read(int64_t start, int64_t n, double* out) const {
+  if (desc.strides.empty() && (desc.dtype == DType::f32 || desc.dtype == DType::bf16)) {
+    const uint8_t* p = base + (desc.offset + start) * static_cast<int64_t>(dtype_size(desc.dtype));
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t b;
+      if (desc.dtype == DType::f32) {
+        std::memcpy(&b, p + 4 * i, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        b = static_cast<uint32_t>(h) << 16;  // a bf16 is the top half of an fp32
+      }
+      float f;
+      std::memcpy(&f, &b, 4);
+      out[i] = f;  // NaN payloads do not matter: a NaN input gives NaN outputs either way
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = get(start + i);
+}
+
 void TensorView::set_bits(int64_t logical, uint32_t b) {
   uint8_t* p = base + storage_index(logical) * dtype_size(desc.dtype);
   if (dtype_size(desc.dtype) == 4) {

@@ -72,6 +72,9 @@ struct TensorView {
   }
   void set_bits(int64_t logical, uint32_t b);
   double get(int64_t logical) const { return decode(desc.dtype, bits(logical)); }
+  /// Exact values of n consecutive logical elements from `start` (a fast path for
+  /// contiguous fp32 and bf16 storage; the others element by element).
+  void read(int64_t start, int64_t n, double* out) const;
   /// Stores RNE(v) in the view's dtype.
   void store(int64_t logical, double v) { set_bits(logical, encode(desc.dtype, round_to(desc.dtype, v))); }
 

@@ -23,14 +23,19 @@ OpInputs OpInputs::read(const std::vector<TensorSpec>& specs, const TensorSet& t
   return in;
 }
 
+void size_ref(const std::vector<TensorSpec>& outs, RefResult& res) {
+  res.method = "certified:double-enclosure";
+  res.outputs.resize(outs.size());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    res.outputs[o].name = outs[o].name;
+    res.outputs[o].v.resize(static_cast<size_t>(numel(outs[o].shape)));
+    res.outputs[o].err.resize(static_cast<size_t>(numel(outs[o].shape)));
+  }
+}
+
 RefResult make_ref(const std::vector<TensorSpec>& outs) {
   RefResult res;
-  res.method = "certified:double-enclosure";
-  for (auto& t : outs) {
-    res.outputs.push_back(OutputRef{t.name, {}, {}});
-    res.outputs.back().v.resize(static_cast<size_t>(numel(t.shape)));
-    res.outputs.back().err.resize(static_cast<size_t>(numel(t.shape)));
-  }
+  size_ref(outs, res);
   return res;
 }
 

@@ -78,6 +78,8 @@ void column_sums(const P& p, int64_t nrows, int64_t cols, int k, RowSet rows, bo
 
 /// Reference buffers for `outs` (uninitialized: the computation writes every element).
 RefResult make_ref(const std::vector<TensorSpec>& outs);
+/// The same into res, reusing its storage.
+void size_ref(const std::vector<TensorSpec>& outs, RefResult& res);
 /// Enclosure buffers for `outs`, reusing out's storage.
 void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEnclosure>& out);
 inline void put_ref(OutputRef& o, int64_t i, const Enc& e) { o.v[i] = e.m, o.err[i] = e.r; }
@@ -165,7 +167,7 @@ class PolicyOp : public OpBinding, public PolicyEval {
 
   void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
                 std::vector<OutputEnclosure>& out) const override {
-    ref = make_ref(outputs(c));
+    size_ref(outputs(c), ref);
     size_enclosures(outputs(c), out);
     OpInputs in = OpInputs::read(tensors(c), ts);
     auto sink = [&](int o, int64_t i, const Dual& e) {

@@ -114,7 +114,7 @@ class RmsNormBinding : public OpBinding {
 
   void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
                 std::vector<OutputEnclosure>& out) const override {
-    ref = make_ref(outputs(c));
+    size_ref(outputs(c), ref);
     size_enclosures(outputs(c), out);
     Sink sink{[&](int o, int64_t i, const Dual& e) {
       put_ref(ref.outputs[o], i, e.ref);
@@ -239,9 +239,7 @@ class RmsNormBinding : public OpBinding {
     RmsSource d;
     auto x = ts.view("x");
     const int64_t n = x.desc.shape.back();
-    d.x_row = [x, n](int64_t r, double* out) {
-      for (int64_t j = 0; j < n; ++j) out[j] = x.get(r * n + j);
-    };
+    d.x_row = [x, n](int64_t r, double* out) { x.read(r * n, n, out); };
     auto read = [&](const char* name_, std::vector<double>& out) {
       auto v = ts.view(name_);
       out.resize(static_cast<size_t>(v.desc.numel()));
@@ -250,9 +248,7 @@ class RmsNormBinding : public OpBinding {
     read("w", d.w);
     if (with_bwd) {
       auto dy = ts.view("dy");
-      d.dy_row = [dy, n](int64_t r, double* out) {
-        for (int64_t j = 0; j < n; ++j) out[j] = dy.get(r * n + j);
-      };
+      d.dy_row = [dy, n](int64_t r, double* out) { dy.read(r * n, n, out); };
       read("rstd", d.rstd);
     }
     return d;

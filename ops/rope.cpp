@@ -94,6 +94,56 @@ class RopeOp : public PolicyOp<RopeOp> {
     });
   }
 
+  /// One pass over contiguous q and k read straight from storage: rope_head over
+  /// DualPolicy with the products taken as exact (significands of at most 24 bits, so
+  /// products of at most 48; a non-finite product goes through the enclosure product),
+  /// the same operations on the same values, so the same bits as the generic pass.
+  void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
+                std::vector<OutputEnclosure>& out) const override {
+    auto io = io_names();
+    const TensorView xv[2] = {ts.view(io[0]), ts.view(io[1])};
+    if (!xv[0].desc.strides.empty() || !xv[1].desc.strides.empty())
+      return PolicyOp<RopeOp>::evaluate(c, ts, k, ref, out);
+    const RopeGeom g = rope_geom(c);
+    std::vector<TensorSpec> tables;
+    for (auto& t : tensors(c))
+      if (t.role == Role::input && t.name != io[0] && t.name != io[1]) tables.push_back(t);
+    const OpInputs in = OpInputs::read(tables, ts);
+    const TokenTables tt(c, g, in);
+    size_ref(outputs(c), ref);
+    size_enclosures(outputs(c), out);
+    const EncPolicy kp{&k};
+    par_rows(g.b * g.s, true, [&](int64_t tok) {
+      std::vector<double> cs(static_cast<size_t>(g.d)), sn(static_cast<size_t>(g.d)), x(static_cast<size_t>(g.d));
+      const bool real = tt.fill(tok, cs.data(), sn.data());
+      for (int which = 0; which < 2; ++which) {
+        const int64_t h = which == 0 ? g.hq : g.hk;
+        OutputRef& ro = ref.outputs[which];
+        OutputEnclosure& eo = out[which];
+        for (int64_t head = 0; head < h; ++head) {
+          const int64_t base = (tok * h + head) * g.d;
+          xv[which].read(base, g.d, x.data());
+          for (int64_t j = 0; j < g.d; ++j) {
+            Enc yr = enc_exact(x[j]), yc = yr;
+            if (real) {
+              const int64_t q = rope_partner(j, g.d, g.interleaved);
+              const double sv = bwd_ ? sn[q] : sn[j];
+              const double a = x[j] * cs[j], b = x[q] * sv;
+              const Enc A = std::isfinite(a) ? enc_exact(a) : enc_exact(x[j]) * enc_exact(cs[j]);
+              const Enc B = std::isfinite(b) ? enc_exact(b) : enc_exact(x[q]) * enc_exact(sv);
+              const bool minus = rope_first(j, g.d, g.interleaved) != bwd_;
+              yr = minus ? A - B : A + B;
+              const Enc Ac = kp.acc(A), Bc = kp.acc(B);
+              yc = kp.acc(minus ? Ac - Bc : Ac + Bc);
+            }
+            put_ref(ro, base + j, yr);
+            put_enc(eo, base + j, yc);
+          }
+        }
+      }
+    });
+  }
+
  private:
   bool bwd_;
   std::vector<std::string> io_names() const {

@@ -102,7 +102,15 @@ inline Enc operator/(const Enc& a, const Enc& b) {
 
 /// Mandated rounding: [lo, hi] maps to [RN(lo), RN(hi)] (rounding is monotone).
 [[gnu::always_inline]] inline Enc enc_round_to(const Enc& a, DType d) {
-  if (a.r == 0) return Enc{round_to(d, a.m), 0.0, a.unv};
+  const double q = round_to(d, a.m);
+  if (a.r == 0) return Enc{q, 0.0, a.unv};
+  // Quick exit when [m - r, m + r] lies strictly inside q's rounding cell: the neighbours
+  // of a nonzero finite q are at least ulp(q)/2 away, so every point within ulp(q)/4 of q
+  // rounds to q. m - q is exact (q is m rounded to a narrower format: Sterbenz), and the
+  // sum's rounding is covered by the 2^-50 factor.
+  if (q != 0 && std::fabs(q) < enc_detail::kInf &&
+      (std::fabs(a.m - q) + a.r) * (1.0 + 0x1p-50) < 0.25 * ulp(d, q))
+    return Enc{q, 0.0, a.unv};
   return enc_from_bounds(round_to(d, enc_lo(a)), round_to(d, enc_hi(a)), a.unv);
 }
 

@@ -187,7 +187,9 @@ TEST(OpsReference, OnePassEvaluateEqualsSeparatePasses) {
   const auto env = kv::host_device();
   auto cases = kvtest::representative_cases();
   for (const char* s : {"kv1 op=rms_norm.fwd impl=host shape=5x300 dtypes=x:bf16 dist=normal seed=3 gen=1",
-                        "kv1 op=rms_norm.bwd impl=host shape=70x33 dtypes=x:fp16 dist=normal seed=3 gen=1"})
+                        "kv1 op=rms_norm.bwd impl=host shape=70x33 dtypes=x:fp16 dist=normal seed=3 gen=1",
+                        "kv1 op=rope.bwd impl=host shape=2x40x3x12 dtypes=x:bf16 attrs=positions:3d,layout:interleaved,k_heads:1 dist=normal seed=5 gen=1",
+                        "kv1 op=rope.fwd impl=host shape=3x9x2x8 dtypes=x:fp16 dist=wide seed=6 gen=1"})
     cases.push_back(kv::Case::parse(s));
   for (auto& c0 : cases) {
     Prepared p = prepare(c0);
