@@ -21,12 +21,18 @@ double half_width(double lo, double hi) { return (hi - lo) * 0.5; }
 }  // namespace
 
 std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosure& enc, DType out) {
+  // Fixed chunks scanned in parallel, joined in chunk order: the indices come out sorted.
+  const int64_t n = static_cast<int64_t>(ref.v.size()), chunk = int64_t(1) << 16;
+  std::vector<std::vector<int64_t>> part(static_cast<size_t>((n + chunk - 1) / chunk));
+  tbb::parallel_for(int64_t(0), static_cast<int64_t>(part.size()), [&](int64_t c) {
+    for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
+      if (enc.unverifiable[i] || std::isnan(ref.v[i])) continue;
+      double scale = std::max(half_width(enc.lo[i], enc.hi[i]), ulp(out, ref.v[i]) * 0.5);
+      if (!(ref.err[i] <= kRefTargetFraction * scale)) part[c].push_back(i);
+    }
+  });
   std::vector<int64_t> miss;
-  for (size_t i = 0; i < ref.v.size(); ++i) {
-    if (enc.unverifiable[i] || std::isnan(ref.v[i])) continue;
-    double scale = std::max(half_width(enc.lo[i], enc.hi[i]), ulp(out, ref.v[i]) * 0.5);
-    if (!(ref.err[i] <= kRefTargetFraction * scale)) miss.push_back(static_cast<int64_t>(i));
-  }
+  for (auto& p : part) miss.insert(miss.end(), p.begin(), p.end());
   return miss;
 }
 
