@@ -20,6 +20,7 @@
 #include "reports/summary.hpp"
 #ifdef KV_HAVE_CUDA
 #include "check/calibrate.hpp"
+#include "check/calibrate_mma.hpp"
 #include "core/cuda/cuda_device.hpp"
 #endif
 
@@ -266,6 +267,12 @@ int kverify_main(int argc, char** argv) {
   calib->add_option("--device", cc.device, "cuda (the default when a GPU is present)");
   calib->add_option("--out", calib_out, "where to write the calibration JSON");
 
+  Common mc;
+  std::string mma_out = "out/calibration-mma.json";
+  auto* mma = app.add_subcommand("calibrate-mma", "probe how the GPU's tensor-core products (cuBLAS bf16 -> fp32) round and block their sums");
+  mma->add_option("--device", mc.device, "cuda (the default when a GPU is present)");
+  mma->add_option("--out", mma_out, "where to write the probe JSON");
+
   Common wc;
   std::string worker_run_id;
   auto* worker = app.add_subcommand("__worker", "internal: the worker process");
@@ -313,6 +320,20 @@ int kverify_main(int argc, char** argv) {
       return 0;
 #else
       throw UsageError("calibrate-math needs a CUDA build (configure with -DKVERIFY_CUDA=ON)");
+#endif
+    }
+    if (*mma) {
+#ifdef KV_HAVE_CUDA
+      RunEnv env = make_env(mc);
+      if (env.device.kind != "cuda") throw UsageError("calibrate-mma needs a GPU (--device cuda)");
+      nlohmann::json j = {{"schema", 1}, {"device", env.device.to_json()}, {"build", build_info()}, {"probe", calibrate_mma()}};
+      std::filesystem::path p(mma_out);
+      if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+      std::ofstream(mma_out) << j.dump(2) << "\n";
+      std::cout << j.dump(2) << "\n";
+      return 0;
+#else
+      throw UsageError("calibrate-mma needs a CUDA build (configure with -DKVERIFY_CUDA=ON)");
 #endif
     }
     if (*replay) {

@@ -69,7 +69,8 @@ class RmsNormBinding : public OpBinding {
   }
 
   std::vector<TensorSpec> tensors(const Case& c) const override {
-    std::vector<int64_t> rows_shape(c.shape.begin(), c.shape.end() - 1);
+    std::vector<int64_t> rows_shape = c.shape;  // every dimension but the last
+    rows_shape.pop_back();
     if (rows_shape.empty()) rows_shape = {1};
     std::vector<int64_t> wshape = {c.shape.back()};
     auto dt = [&](const char* n) { return c.dtypes.at(n); };
