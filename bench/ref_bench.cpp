@@ -59,11 +59,12 @@ int main(int argc, char** argv) {
   CLI::App app("kverify reference benchmark");
   int repeat = 3;
   std::string flce = "256x2048x128256";
-  app.add_option("--repeat", repeat, "runs per case (median reported)");
+  app.add_option("--repeat", repeat, "runs per case, at least 2 (the first cold, the median of the rest)");
   std::string only;
   app.add_option("--flce", flce, "FLCE shape BTxHxV");
   app.add_option("--only", only, "run only the cases whose label contains this text");
   CLI11_PARSE(app, argc, argv);
+  const int runs_per_case = std::max(repeat, 2);
   kv::register_builtin();
   const std::vector<Bench> benches = {
       {"3D RoPE fwd+bwd, q and k, bf16, 1x32760x12x128 (grid 21x30x52)",
@@ -78,12 +79,12 @@ int main(int argc, char** argv) {
   std::printf("CPU: %s, %d threads (oneTBB); commit %s%s\n\n", cpu_model().c_str(), tbb::info::default_concurrency(),
               KV_GIT_COMMIT, KV_GIT_DIRTY ? " (dirty)" : "");
   std::printf("| case | cold s (first run, fresh buffers) | median s (runs 2..%d, buffers reused) | runs |\n|---|---|---|---|\n",
-              std::max(repeat, 2));
+              runs_per_case);
   for (auto& b : benches) {
     if (b.label.find(only) == std::string::npos) continue;
     std::vector<double> t;
     std::vector<Buffers> bufs(b.cases.size());
-    for (int r = 0; r < std::max(repeat, 2); ++r) {
+    for (int r = 0; r < runs_per_case; ++r) {
       double s = 0;
       for (size_t i = 0; i < b.cases.size(); ++i) s += seconds_for(b.cases[i], bufs[i]);
       t.push_back(s);

@@ -135,13 +135,14 @@ nlohmann::json calibrate_mma() {
         const int m = 64, n = 64;
         std::vector<double> a(static_cast<size_t>(m) * kk), b(static_cast<size_t>(kk) * n);
         for (auto& v : a) v = round_to(DType::bf16, std::ldexp(nd(rng), ex(rng)));
-        for (auto& v : b) v = round_to(DType::bf16, std::ldexp(nd(rng), std::string(kind) == "spread" ? ex(rng) : 0));
-        if (std::string(kind) == "cancel")  // each row of A: pairs x, -x plus a small remainder
+        const bool cancel = std::string(kind) == "cancel";
+        for (auto& v : b) v = round_to(DType::bf16, std::ldexp(nd(rng), cancel ? 0 : ex(rng)));
+        if (cancel) {  // products in pairs p, -p (every fourth pair -p/2: a small remainder)
           for (int i = 0; i < m; ++i)
             for (int l = 0; l + 1 < kk; l += 2) a[static_cast<size_t>(l + 1) * m + i] = -a[static_cast<size_t>(l) * m + i] * (l % 8 ? 1.0 : 0.5);
-        if (std::string(kind) == "cancel")
           for (int l = 0; l + 1 < kk; l += 2)
             for (int jj = 0; jj < n; ++jj) b[static_cast<size_t>(jj) * kk + l + 1] = b[static_cast<size_t>(jj) * kk + l];
+        }
         auto got = gemm(h, m, n, kk, a, b);
         const double g = (kk + B) * 0x1p-23 / (1 - (kk + B) * 0x1p-23);
         double worst = 0;

@@ -16,11 +16,17 @@ OpInputs OpInputs::read(const std::vector<TensorSpec>& specs, const TensorSet& t
     const int64_t n = v.desc.numel();
     out.resize(static_cast<size_t>(n));
     const int64_t chunk = 1 << 16;
-    par_rows((n + chunk - 1) / chunk, true, [&](int64_t c) {
-      for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) out[i] = v.get(i);
-    });
+    par_rows((n + chunk - 1) / chunk, true,
+             [&](int64_t c) { v.read(c * chunk, std::min(n, (c + 1) * chunk) - c * chunk, out.data() + c * chunk); });
   }
   return in;
+}
+
+std::vector<TensorSpec> output_specs(const std::vector<TensorSpec>& tensors) {
+  std::vector<TensorSpec> o;
+  for (auto& t : tensors)
+    if (t.role == Role::output) o.push_back(t);
+  return o;
 }
 
 void size_ref(const std::vector<TensorSpec>& outs, RefResult& res) {

@@ -76,6 +76,8 @@ void column_sums(const P& p, int64_t nrows, int64_t cols, int k, RowSet rows, bo
   });
 }
 
+/// The output specs among an op's tensors, in order.
+std::vector<TensorSpec> output_specs(const std::vector<TensorSpec>& tensors);
 /// Reference buffers for `outs` (uninitialized: the computation writes every element).
 RefResult make_ref(const std::vector<TensorSpec>& outs);
 /// The same into res, reusing its storage.
@@ -224,12 +226,7 @@ class PolicyOp : public OpBinding, public PolicyEval {
   }
 
  protected:
-  std::vector<TensorSpec> outputs(const Case& c) const {
-    std::vector<TensorSpec> o;
-    for (auto& t : tensors(c))
-      if (t.role == Role::output) o.push_back(t);
-    return o;
-  }
+  std::vector<TensorSpec> outputs(const Case& c) const { return output_specs(tensors(c)); }
 
  private:
   const D& self() const { return static_cast<const D&>(*this); }

@@ -216,12 +216,7 @@ class RmsNormBinding : public OpBinding {
   template <class Put>
   Sink(Put) -> Sink<Put>;
 
-  std::vector<TensorSpec> outputs(const Case& c) const {
-    std::vector<TensorSpec> o;
-    for (auto& t : tensors(c))
-      if (t.role == Role::output) o.push_back(t);
-    return o;
-  }
+  std::vector<TensorSpec> outputs(const Case& c) const { return output_specs(tensors(c)); }
 
   static RmsParams params(const Case& c) {
     RmsParams q;
@@ -244,7 +239,7 @@ class RmsNormBinding : public OpBinding {
     auto read = [&](const char* name_, std::vector<double>& out) {
       auto v = ts.view(name_);
       out.resize(static_cast<size_t>(v.desc.numel()));
-      for (size_t i = 0; i < out.size(); ++i) out[i] = v.get(static_cast<int64_t>(i));
+      v.read(0, v.desc.numel(), out.data());
     };
     read("w", d.w);
     if (with_bwd) {
