@@ -4,6 +4,7 @@
 
 #include "kernels/host/host_impl.hpp"
 #include "ops/ce_common.hpp"
+#include "ops/flce_fast.hpp"
 #include "reference/flce.hpp"
 
 namespace kv {
@@ -64,6 +65,13 @@ class FlceOp : public PolicyOp<FlceOp> {
       auto d = ts.view("dloss");
       fill_tensor(d, "normal", c.seed, 0.0, 1.0);
     }
+  }
+  /// Reference and enclosure through dense products (flce_fast.hpp), not term by term.
+  void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
+                std::vector<OutputEnclosure>& out) const override {
+    size_ref(outputs(c), ref);
+    size_enclosures(outputs(c), out);
+    flce_fast_evaluate(c, OpInputs::read(tensors(c), ts), k, bwd_, ref, out);
   }
   int64_t rows(const Case& c) const { return c.shape[0]; }
   int64_t row_of(const Case& c, int o, int64_t i) const {

@@ -37,6 +37,7 @@ typename P::T ce_lift(const P& p, const X& v) {
 template <class P>
 struct CeRowStats {
   std::vector<typename P::T> z;
+  std::vector<typename P::T> e;  // exp(z - m), kept for the gradient
   typename P::T m, d, lse;
 };
 
@@ -51,7 +52,11 @@ void ce_stats(const P& p, const CeParams& q, const X* x, CeRowStats<P>& st) {
   T m = st.z[0];
   for (int64_t j = 1; j < q.v; ++j) m = p.max(m, st.z[j]);
   auto d = p.sum();
-  for (int64_t j = 0; j < q.v; ++j) d.add(p.exp(p.acc(st.z[j] - m)));
+  st.e.resize(static_cast<size_t>(q.v));
+  for (int64_t j = 0; j < q.v; ++j) {
+    st.e[j] = p.exp(p.acc(st.z[j] - m));
+    d.add(st.e[j]);
+  }
   st.m = m;
   st.d = p.finish(d, "row");
   st.lse = p.acc(m + p.log(st.d));
@@ -96,7 +101,7 @@ void ce_row_grad(const P& p, const CeParams& q, const X* x, const double* w, int
   const T S = p.mand(p.c(q.softcap), DType::f32), V = p.c(static_cast<double>(q.v));
   const T zlse2 = p.acc(p.acc(p.c(2) * ZL) * st.lse);
   for (int64_t j = 0; j < q.v; ++j) {
-    T pj = p.acc(p.exp(p.acc(st.z[j] - st.m)) / den);
+    T pj = p.acc(st.e[j] / den);
     T gj = j == t ? p.acc(pj - p.c(1)) : pj;
     if (q.weighted) gj = p.acc(p.c(w[t]) * gj);
     if (q.ls > 0) {

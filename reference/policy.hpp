@@ -122,6 +122,8 @@ struct EncPolicy {
   /// The other math functions likewise: fp32 functions with the contract's ulps.
   T fn(const T& r, const char* name) const { return k ? enc_widen_ulps(r, DType::f32, k->ulps(name)) : r; }
   T exp(const T& x) const { return fn(enc_exp(x), "exp"); }
+  /// The same with exp(x.m) already evaluated.
+  T exp_from(const T& x, double em) const { return fn(enc_exp_from(x, em), "exp"); }
   T log(const T& x) const { return fn(enc_log(x), "log"); }
   T tanh(const T& x) const { return fn(enc_tanh(x), "tanh"); }
   T sin(const T& x) const { return fn(enc_sin(x), "sin"); }

@@ -192,6 +192,7 @@ TEST(OpsReference, OnePassEvaluateEqualsSeparatePasses) {
                         "kv1 op=rope.fwd impl=host shape=3x9x2x8 dtypes=x:fp16 dist=wide seed=6 gen=1"})
     cases.push_back(kv::Case::parse(s));
   for (auto& c0 : cases) {
+    if (c0.op.rfind("fused_linear_cross_entropy", 0) == 0) continue;  // its own bounds: test_flce_fast.cpp
     Prepared p = prepare(c0);
     kv::Contract k = kv::registry().impl(p.c.op, "host").contract(p.c, env.profile);
     kv::RefResult r1 = p.op->reference(p.c, p.ts), r2;

@@ -1,0 +1,364 @@
+// FLCE's one-pass reference and enclosure over dense products. Rows are taken in chunks
+// so the BT x V logits never exist whole; within a chunk the products are tiled over
+// oneTBB, each tile one single-threaded Eigen product (reference/gemm.hpp).
+//
+// Every sum of products s = sum_i a_i b_i is computed twice: in double for its value, and
+// in float over |a_i| and |b_i| rounded up, for a bound on S = sum_i |a_i b_i|. Both rest
+// on Higham, Accuracy and Stability, Lemma 3.1 and eq. (3.5): a sum of n products
+// evaluated in any order, products rounded or fused, errs by at most gamma_{n+1}(u) times
+// the sum of the magnitudes (n+1 covers the product's own rounding). With every term
+// non-negative that gives S <= s_float / (1 - gamma_{n+1}(2^-24)); products that fall
+// below a format's normal range lose at most half its smallest subnormal each.
+#include "ops/flce_fast.hpp"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/ce_common.hpp"
+#include "reference/dual_policy.hpp"
+#include "reference/flce.hpp"
+#include "reference/gemm.hpp"
+
+namespace kv {
+
+namespace {
+
+using enc_detail::kInf;
+using enc_detail::rup;
+
+/// x rounded up to a float (an upper bound on a magnitude); NaN becomes +inf.
+inline float f_up(double x) {
+  if (!(x <= static_cast<double>(std::numeric_limits<float>::max()))) return std::numeric_limits<float>::infinity();
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) < x) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  return f;
+}
+
+/// Bounds for a sum of n products: its double value's error and its magnitude.
+struct SumBound {
+  double mag_scale = 0;  // S <= s_float * mag_scale + mag_eta
+  double mag_eta = 0;
+  double g53 = 0;  // |double value - exact| <= g53 * S + eta53
+  double eta53 = 0;
+  explicit SumBound(int64_t n) {
+    const double g24 = gamma_n(n + 1, 0x1p-24);
+    mag_scale = g24 < 1 ? rup(1.0 / (1.0 - g24)) : kInf;
+    mag_eta = static_cast<double>(n + 1) * 0x1p-149;
+    g53 = gamma_n(n + 1, 0x1p-53);
+    eta53 = static_cast<double>(n + 1) * 0x1p-1074;
+  }
+  double mag(float s) const { return rup(static_cast<double>(s) * mag_scale + mag_eta); }
+};
+
+/// The contract of one reduced axis as the generic EncSum::contract applies it.
+struct AxisContract {
+  double g = 0;  // gamma_{n_eff}(u) of the axis
+  DType acc = DType::f32;
+  bool unv = false;
+  AxisContract(const Contract& k, const char* axis)
+      : g(gamma_n(k.reduction(axis).n_eff(), k.unit_of(axis))), acc(k.acc_of(axis)), unv(!(g < kInf)) {}
+  /// The enclosure under the contract of a sum with exact-math enclosure `e`, and `abs`
+  /// a bound on the sum of its terms' magnitudes (midpoints and radii).
+  Enc apply(const Enc& e, double abs, bool unv_terms) const {
+    if (abs == 0) return Enc{e.m, e.r, unv_terms};
+    if (unv) return Enc{e.m, kInf, true};
+    if (abs * (1.0 + g) >= max_finite(acc)) return Enc{e.m, kInf, unv_terms};
+    return Enc{e.m, rup(e.r + g * abs), unv_terms};
+  }
+};
+
+/// One accumulator rounding of a term (EncPolicy::acc under the contract): |RN(t) - t| <=
+/// u |t| + eta.
+struct AccRound {
+  double u = 0, eta = 0;
+  explicit AccRound(const Contract& k) : u(k.unit()), eta(k.ftz ? min_normal(k.acc) : min_subnormal(k.acc) * 0.5) {}
+};
+
+/// Magnitude of `in` as floats (exact: every bf16, fp16 and fp32 value is a float),
+/// with the smallest nonzero and the largest magnitude.
+struct AbsFloat {
+  std::vector<float> a;
+  double lo = kInf, hi = 0;
+};
+AbsFloat abs_float(const std::vector<double>& in) {
+  AbsFloat r;
+  r.a.resize(in.size());
+  const int64_t n = static_cast<int64_t>(in.size()), chunk = 1 << 16;
+  const int64_t nch = (n + chunk - 1) / chunk;
+  std::vector<double> lo(static_cast<size_t>(nch), kInf), hi(static_cast<size_t>(nch), 0);
+  tbb::parallel_for(int64_t(0), nch, [&](int64_t c) {
+    for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
+      const double v = std::fabs(in[i]);
+      r.a[i] = f_up(v);
+      if (v != 0) lo[c] = std::min(lo[c], v);
+      hi[c] = std::max(hi[c], v);
+    }
+  });
+  for (int64_t c = 0; c < nch; ++c) r.lo = std::min(r.lo, lo[c]), r.hi = std::max(r.hi, hi[c]);
+  return r;
+}
+
+/// Tiles a product over oneTBB: f(i0, i1, j0, j1) for tiles of `ti` x `tj`.
+template <class F>
+void tiles(int64_t ni, int64_t nj, int64_t ti, int64_t tj, F&& f) {
+  const int64_t bi = (ni + ti - 1) / ti, bj = (nj + tj - 1) / tj;
+  tbb::parallel_for(int64_t(0), bi * bj, [&](int64_t t) {
+    const int64_t i0 = (t / bj) * ti, j0 = (t % bj) * tj;
+    f(i0, std::min(ni, i0 + ti), j0, std::min(nj, j0 + tj));
+  });
+}
+
+/// The enclosure pair of sum_v g_v b_v from the chunked products: m its double value, A a
+/// bound on sum (|g_v.m| + r_v) |b_v| and R on sum r_v |b_v|, where r_v covers the
+/// contract's enclosure of g_v around the reference midpoint; rho bounds the reference
+/// radii as a fraction of (|g_v.m| + r_v). Under the contract each term is acc(g_v b_v):
+/// the double product errs by 2^-53 |g b| + 2^-1074 (Enc's operator*), the accumulator
+/// rounding adds u(|t.m| + t.r) + eta (AccRound), and the axis's contract adds
+/// gamma_{n_eff} sum(|t.m| + t.r) (AxisContract); the terms' radii sum to at most
+///   T = R (1 + u) + A (2^-53 + u (1 + 2^-52)) + n (2^-1074 (1 + u) + eta).
+struct GradSum {
+  SumBound sb;
+  AccRound ar;
+  AxisContract ax;
+  int64_t n;
+  GradSum(int64_t n_, const Contract& k, const char* axis) : sb(n_), ar(k), ax(k, axis), n(n_) {}
+  Dual at(double m, float a_hat, float r_hat, double rho, bool unv) const {
+    const double A = sb.mag(a_hat), R = sb.mag(r_hat);
+    const double mid = sb.g53 * A + sb.eta53;  // the double value's own error
+    Enc ref{m, rup(mid + rho * A), false};
+    const double T = rup(R * (1.0 + ar.u) + A * (0x1p-53 + ar.u * (1.0 + 0x1p-52)) +
+                         static_cast<double>(n) * (0x1p-1074 * (1.0 + ar.u) + ar.eta));
+    const double abs = rup(A * (1.0 + 0x1p-53) + T);
+    Enc con = ax.apply(Enc{m, rup(mid + T), unv}, abs, unv);
+    return {ref, con};
+  }
+};
+
+struct Chunk {
+  int64_t r0 = 0, n = 0;
+};
+
+class FlceFast {
+ public:
+  FlceFast(const Case& c, const OpInputs& in, const Contract& k, bool bwd)
+      : c_(c), in_(in), k_(k), bwd_(bwd), p_(&k), gemm_(gemm_table()) {
+    g_ = {c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true"};
+    q_ = ce_params(c, g_.v);
+    x_ = in["x"].data();
+    w_ = in["weight"].data();
+    b_ = g_.bias ? in["bias"].data() : nullptr;
+    xa_ = abs_float(in["x"]);
+    x_zero_.resize(static_cast<size_t>(g_.bt));
+    par_rows(g_.bt, true, [&](int64_t r) {
+      x_zero_[r] = std::all_of(x_ + r * g_.h, x_ + (r + 1) * g_.h, [](double e) { return e == 0; });
+    });
+    wa_ = abs_float(in["weight"]);
+    // Is each product x_h W_vh an accumulator number (no rounding in acc())? Significands
+    // of p_x and p_w bits multiply into at most p_x + p_w bits; the range check keeps
+    // every nonzero product normal and finite in the accumulator's format.
+    const int px = format_of(c.dtypes.at("x")).p, pw = format_of(c.dtypes.at("weight")).p;
+    logit_prod_exact_ = px + pw <= format_of(k.acc).p && xa_.lo * wa_.lo >= min_normal(k.acc) &&
+                        xa_.hi * wa_.hi <= 0.5 * max_finite(k.acc);
+  }
+
+  void run(RefResult& ref, std::vector<OutputEnclosure>& out) {
+    ref.method += std::string("+gemm:eigen-") + gemm_.isa;
+    const int64_t bt = g_.bt;
+    if (!bwd_) {
+      std::vector<Dual> loss(static_cast<size_t>(bt));
+      for (int64_t r0 = 0; r0 < bt; r0 += kRows) {
+        Chunk ch{r0, std::min(kRows, bt - r0)};
+        logits(ch);
+        par_rows(ch.n, true, [&](int64_t i) {
+          const int64_t r = ch.r0 + i;
+          auto l = logit_row(i);
+          loss[r] = ce_row_loss(p_, q_, l.data(), nullptr, static_cast<int64_t>(in_["target"][r]));
+        });
+      }
+      auto sink = [&](int o, int64_t i, const Dual& e) {
+        put_ref(ref.outputs[o], i, e.ref);
+        put_enc(out[o], i, e.con);
+      };
+      ce_emit_loss(p_, q_, bt, in_["target"], nullptr, sink, RowSet{}, true,
+                   [&](int64_t r) { return loss[r]; });
+      return;
+    }
+    backward(ref, out);
+  }
+
+ private:
+  static constexpr int64_t kRows = 4 * kColChunk;  // rows per chunk (whole dbias chunks)
+
+  /// L = x W^T and its magnitudes for the chunk's rows.
+  void logits(const Chunk& ch) {
+    const int64_t v = g_.v, h = g_.h;
+    ch_r0_ = ch.r0;
+    lm_.resize(static_cast<size_t>(ch.n * v));
+    ls_.resize(static_cast<size_t>(ch.n * v));
+    tiles(ch.n, v, 64, 2048, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+      gemm_.d(GemmOp::nt, i1 - i0, j1 - j0, h, x_ + (ch.r0 + i0) * h, h, w_ + j0 * h, h, lm_.data() + i0 * v + j0, v,
+              false);
+      gemm_.s(GemmOp::nt, i1 - i0, j1 - j0, h, xa_.a.data() + (ch.r0 + i0) * h, h, wa_.a.data() + j0 * h, h,
+              ls_.data() + i0 * v + j0, v, false);
+    });
+  }
+
+  /// Row i of the chunk's logits as enclosure pairs: the products x_h W_vh are exact in
+  /// double (two significands of at most 24 bits), so the double sum errs by at most
+  /// g53 S; under the contract each product is rounded to the accumulator unless it is
+  /// known to be an accumulator number, then the "h" axis's contract applies (as in
+  /// flce_logits_row), then the bias is added in the accumulator.
+  std::vector<Dual> logit_row(int64_t i) const {
+    const SumBound sb(g_.h);
+    const AccRound ar(k_);
+    const AxisContract ax(k_, "h");
+    std::vector<Dual> l(static_cast<size_t>(g_.v));
+    for (int64_t v = 0; v < g_.v; ++v) {
+      const double m = lm_[i * g_.v + v];
+      const double S = sb.mag(ls_[i * g_.v + v]);
+      Dual d;
+      if (x_zero_[static_cast<size_t>(ch_r0_ + i)]) {
+        d = {enc_exact(m), enc_exact(m)};  // every product is an exact zero
+      } else {
+        d.ref = Enc{m, rup(sb.g53 * S + sb.eta53), false};
+        const double tr = logit_prod_exact_ ? 0.0 : rup(ar.u * S + static_cast<double>(g_.h) * ar.eta);
+        d.con = ax.apply(Enc{m, rup(d.ref.r + tr), false}, rup(S + tr), false);
+      }
+      if (b_) d = p_.acc(d + p_.c(b_[v]));
+      l[v] = d;
+    }
+    return l;
+  }
+
+  void backward(RefResult& ref, std::vector<OutputEnclosure>& out) {
+    const int64_t bt = g_.bt, v = g_.v, h = g_.h;
+    const auto& target = in_["target"];
+    const Dual wsum = ce_weight_sum(p_, q_, target, nullptr), wbar = p_.c(1);
+    const bool any = numel_nonignored(q_, target) > 0;
+    std::vector<double> dwm(static_cast<size_t>(v * h));
+    std::vector<float> dwa(static_cast<size_t>(v * h)), dwr(static_cast<size_t>(v * h));
+    std::vector<DualPolicy::Sum> db(b_ ? static_cast<size_t>(v) : 0, p_.sum());
+    std::vector<Dual> gd;  // the chunk's gradient rows, kept for dbias
+    std::vector<double> gm, dxm;
+    std::vector<float> ga, gr, dxa, dxr;
+    std::vector<double> rho(static_cast<size_t>(kRows));
+    std::vector<char> unv(static_cast<size_t>(kRows)), g_zero(static_cast<size_t>(kRows));
+    double rho_all = 0;
+    bool unv_all = false;
+    const GradSum dx_sum(v, k_, "v"), dw_sum(bt, k_, "rows");
+    for (int64_t r0 = 0; r0 < bt; r0 += kRows) {
+      Chunk ch{r0, std::min(kRows, bt - r0)};
+      logits(ch);
+      gm.resize(static_cast<size_t>(ch.n * v));
+      ga.resize(gm.size());
+      gr.resize(gm.size());
+      if (b_) gd.resize(gm.size());
+      par_rows(ch.n, true, [&](int64_t i) {
+        const int64_t r = ch.r0 + i;
+        auto l = logit_row(i);
+        std::vector<Dual> g(static_cast<size_t>(v));
+        ce_row_grad(p_, q_, l.data(), nullptr, static_cast<int64_t>(target[r]), wbar,
+                    ce_scale(p_, q_, in_["dloss"], r, wsum, any), g.data());
+        // The contract's enclosure of g_v, recentred on the reference midpoint.
+        double rh = 0;
+        bool u = false, zero = true;
+        for (int64_t j = 0; j < v; ++j) {
+          const Dual& e = g[j];
+          const double rc = rup(e.con.r + std::fabs(e.con.m - e.ref.m));
+          const double a = std::fabs(e.ref.m) + std::max(e.ref.r, rc);
+          gm[i * v + j] = e.ref.m;
+          ga[i * v + j] = f_up(a * (1.0 + 0x1p-52));
+          gr[i * v + j] = f_up(rc);
+          if (e.ref.r > 0) rh = std::max(rh, e.ref.r / a * (1.0 + 0x1p-50));
+          u = u || e.con.unv;
+          zero = zero && e.ref.m == 0 && e.ref.r == 0 && e.con.m == 0 && e.con.r == 0;
+        }
+        g_zero[i] = zero;
+        rho[i] = rh;
+        unv[i] = u;
+        if (b_) std::copy(g.begin(), g.end(), gd.begin() + i * v);
+      });
+      for (int64_t i = 0; i < ch.n; ++i) rho_all = std::max(rho_all, rho[i]), unv_all = unv_all || unv[i];
+      // dx = G W for the chunk's rows.
+      dxm.resize(static_cast<size_t>(ch.n * h));
+      dxa.resize(dxm.size());
+      dxr.resize(dxm.size());
+      tiles(ch.n, h, 32, 256, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+        gemm_.d(GemmOp::nn, i1 - i0, j1 - j0, v, gm.data() + i0 * v, v, w_ + j0, h, dxm.data() + i0 * h + j0, h, false);
+        gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, ga.data() + i0 * v, v, wa_.a.data() + j0, h, dxa.data() + i0 * h + j0,
+                h, false);
+        gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, gr.data() + i0 * v, v, wa_.a.data() + j0, h, dxr.data() + i0 * h + j0,
+                h, false);
+      });
+      par_rows(ch.n, true, [&](int64_t i) {
+        const int64_t r = ch.r0 + i;
+        for (int64_t kk = 0; kk < h; ++kk) {
+          const int64_t e = i * h + kk;
+          // A row of exact zeros (an ignored target) gives exact zeros.
+          Dual d = g_zero[i] ? Dual{enc_exact(0), enc_exact(0)} : dx_sum.at(dxm[e], dxa[e], dxr[e], rho[i], unv[i]);
+          put_ref(ref.outputs[0], r * h + kk, d.ref);
+          put_enc(out[0], r * h + kk, d.con);
+        }
+      });
+      // dW += G^T x over the chunk's rows.
+      const bool first = r0 == 0;
+      tiles(v, h, 512, h, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+        gemm_.d(GemmOp::tn, i1 - i0, j1 - j0, ch.n, gm.data() + i0, v, x_ + ch.r0 * h + j0, h,
+                dwm.data() + i0 * h + j0, h, !first);
+        gemm_.s(GemmOp::tn, i1 - i0, j1 - j0, ch.n, ga.data() + i0, v, xa_.a.data() + ch.r0 * h + j0, h,
+                dwa.data() + i0 * h + j0, h, !first);
+        gemm_.s(GemmOp::tn, i1 - i0, j1 - j0, ch.n, gr.data() + i0, v, xa_.a.data() + ch.r0 * h + j0, h,
+                dwr.data() + i0 * h + j0, h, !first);
+      });
+      // dbias: column sums in chunks of kColChunk rows merged in order, as column_sums.
+      if (b_)
+        for (int64_t s0 = 0; s0 < ch.n; s0 += kColChunk)
+          par_rows(v, true, [&](int64_t j) {
+            auto part = p_.sum();
+            for (int64_t i = s0; i < std::min(ch.n, s0 + kColChunk); ++i) part.add(gd[i * v + j]);
+            db[j].merge(part);
+          });
+    }
+    par_rows(v, true, [&](int64_t j) {
+      for (int64_t kk = 0; kk < h; ++kk) {
+        const int64_t e = j * h + kk;
+        Dual d = dw_sum.at(dwm[e], dwa[e], dwr[e], rho_all, unv_all);
+        put_ref(ref.outputs[1], e, d.ref);
+        put_enc(out[1], e, d.con);
+      }
+      if (b_) {
+        Dual d = p_.finish(db[j], "rows");
+        put_ref(ref.outputs[2], j, d.ref);
+        put_enc(out[2], j, d.con);
+      }
+    });
+  }
+
+  const Case& c_;
+  const OpInputs& in_;
+  const Contract& k_;
+  bool bwd_;
+  DualPolicy p_;
+  const GemmTable& gemm_;
+  FlceGeom g_;
+  CeParams q_;
+  const double *x_ = nullptr, *w_ = nullptr, *b_ = nullptr;
+  AbsFloat xa_, wa_;
+  bool logit_prod_exact_ = false;
+  std::vector<char> x_zero_;  // rows of x that are all zeros
+  int64_t ch_r0_ = 0;         // first row of the chunk in lm_/ls_
+  std::vector<double> lm_;  // the chunk's logits (double)
+  std::vector<float> ls_;   // and their magnitude sums (float)
+};
+
+}  // namespace
+
+void flce_fast_evaluate(const Case& c, const OpInputs& in, const Contract& k, bool bwd, RefResult& ref,
+                        std::vector<OutputEnclosure>& out) {
+  FlceFast(c, in, k, bwd).run(ref, out);
+}
+
+}  // namespace kv

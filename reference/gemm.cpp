@@ -1,0 +1,38 @@
+// Picks the copy of the dense products this CPU runs (see gemm.hpp).
+#include "reference/gemm.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+
+extern "C" const kv::GemmTable* kv_gemm_table_generic();
+extern "C" const kv::GemmTable* kv_gemm_table_avx2();
+extern "C" const kv::GemmTable* kv_gemm_table_avx512();
+
+namespace kv {
+
+std::vector<const GemmTable*> gemm_tables_supported() {
+  // __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0).
+  std::vector<const GemmTable*> t;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    t.push_back(kv_gemm_table_avx512());
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) t.push_back(kv_gemm_table_avx2());
+  t.push_back(kv_gemm_table_generic());
+  return t;
+}
+
+const GemmTable& gemm_table() {
+  static const GemmTable* chosen = [] {
+    auto all = gemm_tables_supported();
+    const char* want = std::getenv("KV_GEMM_ISA");
+    if (!want || !*want) return all.front();
+    for (auto* t : all)
+      if (std::strcmp(t->isa, want) == 0) return t;
+    throw UsageError(std::string("KV_GEMM_ISA=") + want + ": not built or not supported by this CPU (generic, avx2, avx512)");
+  }();
+  return *chosen;
+}
+
+}  // namespace kv

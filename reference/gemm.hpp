@@ -1,0 +1,31 @@
+// Dense matrix products for FLCE's reference: Eigen's GEMM, one thread per call (callers
+// tile the product over oneTBB). The products are compiled three times -- baseline
+// x86-64, AVX2+FMA, AVX-512 -- each copy with Eigen renamed into its own namespace, so no
+// symbol of a wide-ISA copy can stand in for the baseline one at link time; gemm_table()
+// picks the widest copy this CPU supports, once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kv {
+
+/// Row-major operands. nt: C(m x n) = A(m x k) B(n x k)^T; nn: C = A(m x k) B(k x n);
+/// tn: C = A(k x m)^T B(k x n). With `accumulate` the product is added to C.
+enum class GemmOp { nt, nn, tn };
+
+struct GemmTable {
+  const char* isa;
+  void (*d)(GemmOp op, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+            double* c, int64_t ldc, bool accumulate);
+  void (*s)(GemmOp op, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+            float* c, int64_t ldc, bool accumulate);
+};
+
+/// The copies this CPU can run, widest first.
+std::vector<const GemmTable*> gemm_tables_supported();
+/// The widest supported copy, or the one KV_GEMM_ISA names (generic, avx2, avx512; a
+/// clear error when this CPU lacks it).
+const GemmTable& gemm_table();
+
+}  // namespace kv
