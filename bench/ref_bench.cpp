@@ -16,6 +16,7 @@
 
 #include "check/runner.hpp"
 #include "core/registry.hpp"
+#include "reference/gemm.hpp"
 #include "kv_build_info.hpp"
 
 namespace {
@@ -55,10 +56,10 @@ std::string cpu_model() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app("kverify reference benchmark");
   int repeat = 3;
-  std::string flce = "256x2048x128256";
+  std::string flce = "4096x2048x128256";  // the [references] target (about 20 GB)
   app.add_option("--repeat", repeat, "runs per case, at least 2 (the first cold, the median of the rest)");
   std::string only;
   app.add_option("--flce", flce, "FLCE shape BTxHxV");
@@ -76,8 +77,8 @@ int main(int argc, char** argv) {
       {"FLCE fwd+bwd, bf16, " + flce,
        {"kv1 op=fused_linear_cross_entropy.fwd impl=host shape=" + flce + " dtypes=x:bf16 dist=normal seed=1 gen=1",
         "kv1 op=fused_linear_cross_entropy.bwd impl=host shape=" + flce + " dtypes=x:bf16 dist=normal seed=1 gen=1"}}};
-  std::printf("CPU: %s, %d threads (oneTBB); commit %s%s\n\n", cpu_model().c_str(), tbb::info::default_concurrency(),
-              KV_GIT_COMMIT, KV_GIT_DIRTY ? " (dirty)" : "");
+  std::printf("CPU: %s, %d threads (oneTBB); dense products: eigen-%s; commit %s%s\n\n", cpu_model().c_str(),
+              tbb::info::default_concurrency(), kv::gemm_table().isa, KV_GIT_COMMIT, KV_GIT_DIRTY ? " (dirty)" : "");
   std::printf("| case | cold s (first run, fresh buffers) | median s (runs 2..%d, buffers reused) | runs |\n|---|---|---|---|\n",
               runs_per_case);
   for (auto& b : benches) {
@@ -97,4 +98,13 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kverify-refbench: error: %s\n", e.what());
+    return 2;
+  }
 }
