@@ -70,7 +70,7 @@ struct OutputRef {
 
 struct RefResult {
   std::vector<OutputRef> outputs;
-  std::string method;  // certified:double-enclosure, agreed:mpfr-<p1>/<p2>, ...
+  std::string method;  // certified:double-enclosure[+gemm:eigen-<isa>][+certified:mpfi-<bits>|+agreed:mpfr-<p1>/<p2>(rows)]
   const OutputRef& at(const std::string& name) const;
   OutputRef& at(const std::string& name);
 };

@@ -179,8 +179,8 @@ class PolicyOp : public OpBinding, public PolicyEval {
     self().compute(c, in, DualPolicy{&k}, sink, RowSet{}, true);
   }
 
-  /// Rows holding a missed element are recomputed at two MPFR precisions; where they
-  /// agree the result is "agreed". A miss in an output that depends on every row
+  /// Rows holding a missed element are recomputed over MPFI at rising precision; the
+  /// result is "certified:mpfi-<bits>". A miss in an output that depends on every row
   /// recomputes everything (small cases only).
   void refine(const Case& c, const TensorSet& ts, RefResult& ref,
               const std::map<std::string, std::vector<int64_t>>& misses) const override {
@@ -205,24 +205,40 @@ class PolicyOp : public OpBinding, public PolicyEval {
     if (all && total > (int64_t(1) << 22)) return;
     RowSet rs{all ? nullptr : &mask};
     OpInputs in = OpInputs::read(tensors(c), ts);
-    auto at = [&](unsigned bits) {
-      set_mpfr_bits(bits);
-      std::vector<std::unordered_map<int64_t, mpfr_float>> got(outs.size());
-      auto sink = [&](int o, int64_t i, const mpfr_float& v) { got[o][i] = v; };
-      self().compute(c, in, ValuePolicy<mpfr_float>{}, sink, rs, false);
-      return got;
+    // Recompute over MPFI intervals, doubling the precision until every recomputed interval
+    // is narrower than 2^-64 of its magnitude (far inside any target: an enclosure is at
+    // least half an output ulp wide), up to 4096 bits. Two MPFR precisions that merely
+    // agree are not enough: deep in the softcap's saturation 1 - tanh^2 is exactly 0 at
+    // both 128 and 256 bits while its value is ~1e-88.
+    unsigned bits = 128;
+    std::vector<std::unordered_map<int64_t, mpfi_float>> got(outs.size());
+    auto at = [&](unsigned b) {
+      set_mpfi_bits(b);
+      set_mpfr_bits(b);
+      for (auto& g : got) g.clear();
+      auto sink = [&](int o, int64_t i, const mpfi_float& v) { got[o][i] = v; };
+      self().compute(c, in, MpfiPolicy{}, sink, rs, false);
     };
-    auto lo = at(128), hi = at(256);
+    auto narrow = [&] {
+      for (auto& g : got)
+        for (auto& [i, v] : g) {
+          mpfr_float lo = boost::multiprecision::lower(v), hi = boost::multiprecision::upper(v);
+          if (!(hi - lo <= std::max(abs(lo), abs(hi)) * mpfr_float(0x1p-64))) return false;
+        }
+      return true;
+    };
+    at(bits);
+    while (!narrow() && bits < 4096) at(bits *= 2);
     int64_t rows_done = all ? nrows : std::count(mask.begin(), mask.end(), 1);
     for (size_t o = 0; o < outs.size(); ++o)
-      for (auto& [i, h] : hi[o]) {
+      for (auto& [i, v] : got[o]) {
         double vh, vl;
-        split_hi_lo(h, vh, vl);
-        mpfr_float diff = abs(h - lo[o].at(i));
+        split_hi_lo(boost::multiprecision::median(v), vh, vl);
+        mpfr_float d = std::max(boost::multiprecision::upper(v) - vh, vh - boost::multiprecision::lower(v));
         ref.outputs[o].v[i] = vh;
-        ref.outputs[o].err[i] = enc_detail::rup(diff.convert_to<double>() + std::fabs(vl));
+        ref.outputs[o].err[i] = enc_detail::rup(d.convert_to<double>());
       }
-    ref.method += "+agreed:mpfr-128/256(" + std::to_string(rows_done) + " rows)";
+    ref.method += "+certified:mpfi-" + std::to_string(bits) + "(" + std::to_string(rows_done) + " rows)";
   }
 
  protected:

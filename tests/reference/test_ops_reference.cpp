@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "check/judge.hpp"
 #include "check/runner.hpp"
@@ -82,7 +83,7 @@ TEST(OpsReference, LadderMeetsTheTargetAfterRefinement) {
     }
     if (misses.empty()) continue;
     p.op->refine(p.c, p.ts, ref, misses);
-    EXPECT_NE(ref.method.find("agreed:mpfr"), std::string::npos) << p.c.str();
+    EXPECT_NE(ref.method.find("certified:mpfi-"), std::string::npos) << p.c.str();
     auto hi = p.ev->eval_mpfr(p.c, p.ts, 256);
     for (size_t o = 0; o < enc.size(); ++o) {
       EXPECT_TRUE(kv::ref_target_misses(ref.outputs[o], enc[o], dtype_of(enc[o].name)).empty()) << p.c.str();
@@ -215,5 +216,53 @@ TEST(OpsReference, OnePassEvaluateEqualsSeparatePasses) {
         ASSERT_EQ(e1[o].hi[i], e2[o].hi[i]) << p.c.str() << " " << e1[o].name << "[" << i << "]";
         ASSERT_EQ(e1[o].unverifiable[i], e2[o].unverifiable[i]) << p.c.str() << " " << e1[o].name << "[" << i << "]";
       }
+  }
+}
+
+// The ladder's refinement escalates MPFI precision until the intervals are narrow, on the
+// cancellations the a-priori bound cannot see through: the softcap's 1 - tanh^2 deep in
+// saturation (x/s = 100: tanh is 1 - 2e^-200, so 1 - tanh^2 = 4e^-200 ~ 2^-286.5 needs
+// about 350 bits to come out narrow; MPFR at 128 and 256 bits both give exactly 0 there,
+// so two precisions agreeing proves nothing), CE with p_y -> 1 over V = 128256 (the loss ~ 5e-13 is lse - z_t), and
+// LayerNorm with a large mean. Each refined element ends within its stated error of MPFR
+// at 1024 bits.
+TEST(OpsReference, RefineEscalatesUntilTheIntervalsAreNarrow) {
+  struct Probe {
+    kv::Case c;
+    std::string out;
+    std::vector<int64_t> idx;
+    std::string method;  // the precision expected to give narrow intervals
+    std::function<void(kv::TensorSet&)> set;
+  };
+  std::vector<Probe> probes;
+  probes.push_back({kvtest::op_case("cross_entropy.bwd", {1, 8}, "fp32", {{"softcap", "1"}, {"reduction", "sum"}}),
+                    "dlogits", {2, 5}, "mpfi-512", [](kv::TensorSet& ts) {
+                      auto x = ts.view("logits");
+                      for (int64_t i = 0; i < 8; ++i) x.store(i, i == 2 || i == 5 ? 100.0 : 0.5 * static_cast<double>(i));
+                      ts.view("target").store(0, 3.0);
+                    }});
+  probes.push_back({kvtest::op_case("cross_entropy.fwd", {1, 128256}, "fp32", {{"reduction", "none"}}), "loss", {0},
+                    "mpfi-128", [](kv::TensorSet& ts) {
+                      auto x = ts.view("logits");
+                      ts.view("target").store(0, 7.0);
+                      x.store(7, 40.0);  // p_y = 1 - O(V e^-40)
+                    }});
+  probes.push_back({kvtest::op_case("layer_norm.fwd", {2, 64}, "fp32", {}, "big_mean"), "y", {3, 70}, "mpfi-128",
+                    [](kv::TensorSet&) {}});
+  for (auto& pr : probes) {
+    Prepared p = prepare(pr.c);
+    pr.set(p.ts);
+    kv::RefResult ref = p.op->reference(p.c, p.ts);
+    p.op->refine(p.c, p.ts, ref, {{pr.out, pr.idx}});
+    EXPECT_NE(ref.method.find("certified:" + pr.method), std::string::npos) << p.c.str() << " " << ref.method;
+    auto exact = p.ev->eval_mpfr(p.c, p.ts, 1024);
+    size_t o = 0;
+    while (ref.outputs[o].name != pr.out) ++o;
+    for (int64_t i : pr.idx) {
+      const double v = ref.outputs[o].v[i], err = ref.outputs[o].err[i];
+      EXPECT_LE(err, std::fabs(v) * 0x1p-52 + 0x1p-1070) << p.c.str() << " [" << i << "]";
+      kv::set_mpfr_bits(1024);
+      EXPECT_LE(mp(abs(exact[o][i] - v)), err) << p.c.str() << " [" << i << "] v=" << v << " exact=" << mp(exact[o][i]);
+    }
   }
 }
