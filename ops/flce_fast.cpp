@@ -112,9 +112,9 @@ void tiles(int64_t ni, int64_t nj, int64_t ti, int64_t tj, F&& f) {
 }
 
 /// The enclosure pair of sum_v g_v b_v from the chunked products: m its double value, A a
-/// bound on sum (|g_v.m| + r_v) |b_v| and R on sum r_v |b_v|, where r_v covers the
-/// contract's enclosure of g_v around the reference midpoint; rho bounds the reference
-/// radii as a fraction of (|g_v.m| + r_v). Under the contract each term is acc(g_v b_v):
+/// bound on sum (|g_v.m| + r_v) |b_v|, R on sum r_v |b_v|, where r_v covers the contract's
+/// enclosure of g_v around the reference midpoint, and F on sum f_v |b_v|, f_v the
+/// reference's own radius of g_v. Under the contract each term is acc(g_v b_v):
 /// the double product errs by 2^-53 |g b| + 2^-1074 (Enc's operator*), the accumulator
 /// rounding adds u(|t.m| + t.r) + eta (AccRound), and the axis's contract adds
 /// gamma_{n_eff} sum(|t.m| + t.r) (AxisContract); the terms' radii sum to at most
@@ -125,10 +125,13 @@ struct GradSum {
   AxisContract ax;
   int64_t n;
   GradSum(int64_t n_, const Contract& k, const char* axis) : sb(n_), ar(k), ax(k, axis), n(n_) {}
-  Dual at(double m, float a_hat, float r_hat, double rho, bool unv) const {
-    const double A = sb.mag(a_hat), R = sb.mag(r_hat);
+  /// Radii enter the float products scaled by 2^kRadiusExp: they are tiny beside the
+  /// values (2^-50 of them and less) and would otherwise fall below float's normal range.
+  static constexpr int kRadiusExp = 100;
+  Dual at(double m, float a_hat, float r_hat, float f_hat, bool unv) const {
+    const double A = sb.mag(a_hat), R = rup(std::ldexp(sb.mag(r_hat), -kRadiusExp));
     const double mid = sb.g53 * A + sb.eta53;  // the double value's own error
-    Enc ref{m, rup(mid + rho * A), false};
+    Enc ref{m, rup(mid + std::ldexp(sb.mag(f_hat), -kRadiusExp)), false};
     const double T = rup(R * (1.0 + ar.u) + A * (0x1p-53 + ar.u * (1.0 + 0x1p-52)) +
                          static_cast<double>(n) * (0x1p-1074 * (1.0 + ar.u) + ar.eta));
     const double abs = rup(A * (1.0 + 0x1p-53) + T);
@@ -239,14 +242,12 @@ class FlceFast {
     const Dual wsum = ce_weight_sum(p_, q_, target, nullptr), wbar = p_.c(1);
     const bool any = numel_nonignored(q_, target) > 0;
     std::vector<double> dwm(static_cast<size_t>(v * h));
-    std::vector<float> dwa(static_cast<size_t>(v * h)), dwr(static_cast<size_t>(v * h));
+    std::vector<float> dwa(static_cast<size_t>(v * h)), dwr(dwa.size()), dwf(dwa.size());
     std::vector<DualPolicy::Sum> db(b_ ? static_cast<size_t>(v) : 0, p_.sum());
     std::vector<Dual> gd;  // the chunk's gradient rows, kept for dbias
     std::vector<double> gm, dxm;
-    std::vector<float> ga, gr, dxa, dxr;
-    std::vector<double> rho(static_cast<size_t>(kRows));
+    std::vector<float> ga, gr, gf, dxa, dxr, dxf;
     std::vector<char> unv(static_cast<size_t>(kRows)), g_zero(static_cast<size_t>(kRows));
-    double rho_all = 0;
     bool unv_all = false;
     const GradSum dx_sum(v, k_, "v"), dw_sum(bt, k_, "rows");
     for (int64_t r0 = 0; r0 < bt; r0 += kRows) {
@@ -255,6 +256,7 @@ class FlceFast {
       gm.resize(static_cast<size_t>(ch.n * v));
       ga.resize(gm.size());
       gr.resize(gm.size());
+      gf.resize(gm.size());
       if (b_) gd.resize(gm.size());
       par_rows(ch.n, true, [&](int64_t i) {
         const int64_t r = ch.r0 + i;
@@ -263,7 +265,6 @@ class FlceFast {
         ce_row_grad(p_, q_, l.data(), nullptr, static_cast<int64_t>(target[r]), wbar,
                     ce_scale(p_, q_, in_["dloss"], r, wsum, any), g.data());
         // The contract's enclosure of g_v, recentred on the reference midpoint.
-        double rh = 0;
         bool u = false, zero = true;
         for (int64_t j = 0; j < v; ++j) {
           const Dual& e = g[j];
@@ -271,26 +272,28 @@ class FlceFast {
           const double a = std::fabs(e.ref.m) + std::max(e.ref.r, rc);
           gm[i * v + j] = e.ref.m;
           ga[i * v + j] = f_up(a * (1.0 + 0x1p-52));
-          gr[i * v + j] = f_up(rc);
-          if (e.ref.r > 0) rh = std::max(rh, e.ref.r / a * (1.0 + 0x1p-50));
+          gr[i * v + j] = f_up(std::ldexp(rc, GradSum::kRadiusExp));
+          gf[i * v + j] = f_up(std::ldexp(e.ref.r, GradSum::kRadiusExp));
           u = u || e.con.unv;
           zero = zero && e.ref.m == 0 && e.ref.r == 0 && e.con.m == 0 && e.con.r == 0;
         }
         g_zero[i] = zero;
-        rho[i] = rh;
         unv[i] = u;
         if (b_) std::copy(g.begin(), g.end(), gd.begin() + i * v);
       });
-      for (int64_t i = 0; i < ch.n; ++i) rho_all = std::max(rho_all, rho[i]), unv_all = unv_all || unv[i];
+      for (int64_t i = 0; i < ch.n; ++i) unv_all = unv_all || unv[i];
       // dx = G W for the chunk's rows.
       dxm.resize(static_cast<size_t>(ch.n * h));
       dxa.resize(dxm.size());
       dxr.resize(dxm.size());
+      dxf.resize(dxm.size());
       tiles(ch.n, h, 32, 256, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
         gemm_.d(GemmOp::nn, i1 - i0, j1 - j0, v, gm.data() + i0 * v, v, w_ + j0, h, dxm.data() + i0 * h + j0, h, false);
         gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, ga.data() + i0 * v, v, wa_.a.data() + j0, h, dxa.data() + i0 * h + j0,
                 h, false);
         gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, gr.data() + i0 * v, v, wa_.a.data() + j0, h, dxr.data() + i0 * h + j0,
+                h, false);
+        gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, gf.data() + i0 * v, v, wa_.a.data() + j0, h, dxf.data() + i0 * h + j0,
                 h, false);
       });
       par_rows(ch.n, true, [&](int64_t i) {
@@ -298,7 +301,7 @@ class FlceFast {
         for (int64_t kk = 0; kk < h; ++kk) {
           const int64_t e = i * h + kk;
           // A row of exact zeros (an ignored target) gives exact zeros.
-          Dual d = g_zero[i] ? Dual{enc_exact(0), enc_exact(0)} : dx_sum.at(dxm[e], dxa[e], dxr[e], rho[i], unv[i]);
+          Dual d = g_zero[i] ? Dual{enc_exact(0), enc_exact(0)} : dx_sum.at(dxm[e], dxa[e], dxr[e], dxf[e], unv[i]);
           put_ref(ref.outputs[0], r * h + kk, d.ref);
           put_enc(out[0], r * h + kk, d.con);
         }
@@ -312,6 +315,8 @@ class FlceFast {
                 dwa.data() + i0 * h + j0, h, !first);
         gemm_.s(GemmOp::tn, i1 - i0, j1 - j0, ch.n, gr.data() + i0, v, xa_.a.data() + ch.r0 * h + j0, h,
                 dwr.data() + i0 * h + j0, h, !first);
+        gemm_.s(GemmOp::tn, i1 - i0, j1 - j0, ch.n, gf.data() + i0, v, xa_.a.data() + ch.r0 * h + j0, h,
+                dwf.data() + i0 * h + j0, h, !first);
       });
       // dbias: column sums in chunks of kColChunk rows merged in order, as column_sums.
       if (b_)
@@ -325,7 +330,7 @@ class FlceFast {
     par_rows(v, true, [&](int64_t j) {
       for (int64_t kk = 0; kk < h; ++kk) {
         const int64_t e = j * h + kk;
-        Dual d = dw_sum.at(dwm[e], dwa[e], dwr[e], rho_all, unv_all);
+        Dual d = dw_sum.at(dwm[e], dwa[e], dwr[e], dwf[e], unv_all);
         put_ref(ref.outputs[1], e, d.ref);
         put_enc(out[1], e, d.con);
       }
