@@ -14,8 +14,12 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <map>
 
 #include "ops/ce_common.hpp"
 #include "reference/dual_policy.hpp"
@@ -140,6 +144,28 @@ struct GradSum {
   }
 };
 
+/// Seconds per phase, printed to stderr at the end when KV_TRACE is set.
+class PhaseTimes {
+ public:
+  PhaseTimes() : on_(std::getenv("KV_TRACE") != nullptr), t0_(std::chrono::steady_clock::now()) {}
+  PhaseTimes(const PhaseTimes&) = delete;
+  PhaseTimes& operator=(const PhaseTimes&) = delete;
+  void lap(const char* phase) {
+    if (!on_) return;
+    auto t = std::chrono::steady_clock::now();
+    secs_[phase] += std::chrono::duration<double>(t - t0_).count();
+    t0_ = t;
+  }
+  ~PhaseTimes() {
+    for (auto& [k, v] : secs_) std::fprintf(stderr, "flce phase %-12s %8.3f s\n", k.c_str(), v);
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point t0_;
+  std::map<std::string, double> secs_;
+};
+
 struct Chunk {
   int64_t r0 = 0, n = 0;
 };
@@ -168,6 +194,7 @@ class FlceFast {
   }
 
   void run(RefResult& ref, std::vector<OutputEnclosure>& out) {
+    times_.lap("setup");
     ref.method += std::string("+gemm:eigen-") + gemm_.isa;
     const int64_t bt = g_.bt;
     if (!bwd_) {
@@ -175,11 +202,13 @@ class FlceFast {
       for (int64_t r0 = 0; r0 < bt; r0 += kRows) {
         Chunk ch{r0, std::min(kRows, bt - r0)};
         logits(ch);
+        times_.lap("logits");
         par_rows(ch.n, true, [&](int64_t i) {
           const int64_t r = ch.r0 + i;
           auto l = logit_row(i);
           loss[r] = ce_row_loss(p_, q_, l.data(), nullptr, static_cast<int64_t>(in_["target"][r]));
         });
+        times_.lap("ce");
       }
       auto sink = [&](int o, int64_t i, const Dual& e) {
         put_ref(ref.outputs[o], i, e.ref);
@@ -193,7 +222,9 @@ class FlceFast {
   }
 
  private:
-  static constexpr int64_t kRows = 4 * kColChunk;  // rows per chunk (whole dbias chunks)
+  // Rows per chunk (whole dbias chunks). Tiles are shaped so each chunk streams W through
+  // the products a few times only: the logits tile all of the chunk's rows, dx tiles 256 x 256.
+  static constexpr int64_t kRows = 8 * kColChunk;
 
   /// L = x W^T and its magnitudes for the chunk's rows.
   void logits(const Chunk& ch) {
@@ -201,7 +232,7 @@ class FlceFast {
     ch_r0_ = ch.r0;
     lm_.resize(static_cast<size_t>(ch.n * v));
     ls_.resize(static_cast<size_t>(ch.n * v));
-    tiles(ch.n, v, 64, 2048, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    tiles(ch.n, v, ch.n, 1024, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
       gemm_.d(GemmOp::nt, i1 - i0, j1 - j0, h, x_ + (ch.r0 + i0) * h, h, w_ + j0 * h, h, lm_.data() + i0 * v + j0, v,
               false);
       gemm_.s(GemmOp::nt, i1 - i0, j1 - j0, h, xa_.a.data() + (ch.r0 + i0) * h, h, wa_.a.data() + j0 * h, h,
@@ -253,6 +284,7 @@ class FlceFast {
     for (int64_t r0 = 0; r0 < bt; r0 += kRows) {
       Chunk ch{r0, std::min(kRows, bt - r0)};
       logits(ch);
+      times_.lap("logits");
       gm.resize(static_cast<size_t>(ch.n * v));
       ga.resize(gm.size());
       gr.resize(gm.size());
@@ -282,12 +314,13 @@ class FlceFast {
         if (b_) std::copy(g.begin(), g.end(), gd.begin() + i * v);
       });
       for (int64_t i = 0; i < ch.n; ++i) unv_all = unv_all || unv[i];
+      times_.lap("ce");
       // dx = G W for the chunk's rows.
       dxm.resize(static_cast<size_t>(ch.n * h));
       dxa.resize(dxm.size());
       dxr.resize(dxm.size());
       dxf.resize(dxm.size());
-      tiles(ch.n, h, 32, 256, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+      tiles(ch.n, h, 256, 256, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
         gemm_.d(GemmOp::nn, i1 - i0, j1 - j0, v, gm.data() + i0 * v, v, w_ + j0, h, dxm.data() + i0 * h + j0, h, false);
         gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, ga.data() + i0 * v, v, wa_.a.data() + j0, h, dxa.data() + i0 * h + j0,
                 h, false);
@@ -296,6 +329,7 @@ class FlceFast {
         gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, gf.data() + i0 * v, v, wa_.a.data() + j0, h, dxf.data() + i0 * h + j0,
                 h, false);
       });
+      times_.lap("dx gemm");
       par_rows(ch.n, true, [&](int64_t i) {
         const int64_t r = ch.r0 + i;
         for (int64_t kk = 0; kk < h; ++kk) {
@@ -306,6 +340,7 @@ class FlceFast {
           put_enc(out[0], r * h + kk, d.con);
         }
       });
+      times_.lap("dx out");
       // dW += G^T x over the chunk's rows.
       const bool first = r0 == 0;
       tiles(v, h, 512, h, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -318,6 +353,7 @@ class FlceFast {
         gemm_.s(GemmOp::tn, i1 - i0, j1 - j0, ch.n, gf.data() + i0, v, xa_.a.data() + ch.r0 * h + j0, h,
                 dwf.data() + i0 * h + j0, h, !first);
       });
+      times_.lap("dw gemm");
       // dbias: column sums in chunks of kColChunk rows merged in order, as column_sums.
       if (b_)
         for (int64_t s0 = 0; s0 < ch.n; s0 += kColChunk)
@@ -340,8 +376,10 @@ class FlceFast {
         put_enc(out[2], j, d.con);
       }
     });
+    times_.lap("dw out");
   }
 
+  PhaseTimes times_;  // first: it times the constructor too
   const Case& c_;
   const OpInputs& in_;
   const Contract& k_;
