@@ -1,6 +1,7 @@
 // Picks the copy of the dense products this CPU runs (see gemm.hpp).
 #include "reference/gemm.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -26,11 +27,24 @@ std::vector<const GemmTable*> gemm_tables_supported() {
 const GemmTable& gemm_table() {
   static const GemmTable* chosen = [] {
     auto all = gemm_tables_supported();
+    const GemmTable* t = all.front();
     const char* want = std::getenv("KV_GEMM_ISA");
-    if (!want || !*want) return all.front();
-    for (auto* t : all)
-      if (std::strcmp(t->isa, want) == 0) return t;
-    throw UsageError(std::string("KV_GEMM_ISA=") + want + ": not built or not supported by this CPU (generic, avx2, avx512)");
+    if (want && *want) {
+      t = nullptr;
+      for (auto* x : all)
+        if (std::strcmp(x->isa, want) == 0) t = x;
+      if (!t)
+        throw UsageError(std::string("KV_GEMM_ISA=") + want +
+                         ": not built or not supported by this CPU (generic, avx2, avx512)");
+    }
+    if (const char* cs = std::getenv("KV_GEMM_CACHES"); cs && *cs) {
+      long long a = 0, b = 0, c = 0;
+      if (std::sscanf(cs, "%lld,%lld,%lld", &a, &b, &c) != 3 || a <= 0 || b <= 0 || c <= 0)
+        throw UsageError(std::string("KV_GEMM_CACHES=") + cs + ": expected l1,l2,l3 in KiB, e.g. 48,2048,32768");
+      int64_t l1, l2, l3;
+      t->caches(a * 1024, b * 1024, c * 1024, &l1, &l2, &l3);
+    }
+    return t;
   }();
   return *chosen;
 }

@@ -20,12 +20,15 @@ struct GemmTable {
             double* c, int64_t ldc, bool accumulate);
   void (*s)(GemmOp op, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
             float* c, int64_t ldc, bool accumulate);
+  /// The cache sizes (bytes) the copy's blocking uses; with nonzero arguments, sets them first.
+  void (*caches)(int64_t set_l1, int64_t set_l2, int64_t set_l3, int64_t* l1, int64_t* l2, int64_t* l3);
 };
 
 /// The copies this CPU can run, widest first.
 std::vector<const GemmTable*> gemm_tables_supported();
 /// The widest supported copy, or the one KV_GEMM_ISA names (generic, avx2, avx512; a
-/// clear error when this CPU lacks it).
+/// clear error when this CPU lacks it). KV_GEMM_CACHES=l1,l2,l3 (KiB) overrides the cache
+/// sizes Eigen's blocking reads from the CPU (virtual machines may report odd ones).
 const GemmTable& gemm_table();
 
 }  // namespace kv

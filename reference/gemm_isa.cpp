@@ -38,9 +38,14 @@ void product(kv::GemmOp op, int64_t m, int64_t n, int64_t k, const S* a, int64_t
   }
 }
 
+void caches(int64_t s1, int64_t s2, int64_t s3, int64_t* l1, int64_t* l2, int64_t* l3) {
+  if (s1 > 0 && s2 > 0 && s3 > 0) Eigen::setCpuCacheSizes(s1, s2, s3);
+  *l1 = Eigen::l1CacheSize(), *l2 = Eigen::l2CacheSize(), *l3 = Eigen::l3CacheSize();
+}
+
 }  // namespace
 
 extern "C" const kv::GemmTable* KV_CAT(kv_gemm_table_, KV_GEMM_ISA)() {
-  static const kv::GemmTable t{KV_STR(KV_GEMM_ISA), &product<double>, &product<float>};
+  static const kv::GemmTable t{KV_STR(KV_GEMM_ISA), &product<double>, &product<float>, &caches};
   return &t;
 }
