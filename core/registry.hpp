@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/huge_pages.hpp"
 #include "core/case.hpp"
 #include "core/contract.hpp"
 #include "core/device.hpp"
@@ -49,6 +50,15 @@ struct NoInitAlloc : std::allocator<T> {
   struct rebind {
     using other = NoInitAlloc<U>;
   };
+  /// Large buffers on huge pages (core/huge_pages.hpp).
+  T* allocate(std::size_t n) {
+    if (n * sizeof(T) < kHugeMin) return std::allocator<T>::allocate(n);
+    return static_cast<T*>(huge_alloc(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n * sizeof(T) < kHugeMin) std::allocator<T>::deallocate(p, n);
+    else huge_free(p);
+  }
   template <class U>
   void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
     ::new (static_cast<void*>(p)) U;

@@ -31,6 +31,8 @@ namespace kv {
 namespace {
 
 using enc_detail::kInf;
+template <class T>
+using Buf = std::vector<T, NoInitAlloc<T>>;  // uninitialized, on huge pages when large
 using enc_detail::rup;
 
 /// x rounded up to a float (an upper bound on a magnitude); NaN becomes +inf.
@@ -84,7 +86,7 @@ struct AccRound {
 /// Magnitude of `in` as floats (exact: every bf16, fp16 and fp32 value is a float),
 /// with the smallest nonzero and the largest magnitude.
 struct AbsFloat {
-  std::vector<float> a;
+  Buf<float> a;
   double lo = kInf, hi = 0;
 };
 AbsFloat abs_float(const std::vector<double>& in) {
@@ -272,12 +274,12 @@ class FlceFast {
     const auto& target = in_["target"];
     const Dual wsum = ce_weight_sum(p_, q_, target, nullptr), wbar = p_.c(1);
     const bool any = numel_nonignored(q_, target) > 0;
-    std::vector<double> dwm(static_cast<size_t>(v * h));
-    std::vector<float> dwa(static_cast<size_t>(v * h)), dwr(dwa.size()), dwf(dwa.size());
+    Buf<double> dwm(static_cast<size_t>(v * h));
+    Buf<float> dwa(static_cast<size_t>(v * h)), dwr(dwa.size()), dwf(dwa.size());
     std::vector<DualPolicy::Sum> db(b_ ? static_cast<size_t>(v) : 0, p_.sum());
-    std::vector<Dual> gd;  // the chunk's gradient rows, kept for dbias
-    std::vector<double> gm, dxm;
-    std::vector<float> ga, gr, gf, dxa, dxr, dxf;
+    Buf<Dual> gd;  // the chunk's gradient rows, kept for dbias
+    Buf<double> gm, dxm;
+    Buf<float> ga, gr, gf, dxa, dxr, dxf;
     std::vector<char> unv(static_cast<size_t>(kRows)), g_zero(static_cast<size_t>(kRows));
     bool unv_all = false;
     const GradSum dx_sum(v, k_, "v"), dw_sum(bt, k_, "rows");
@@ -393,8 +395,8 @@ class FlceFast {
   bool logit_prod_exact_ = false;
   std::vector<char> x_zero_;  // rows of x that are all zeros
   int64_t ch_r0_ = 0;         // first row of the chunk in lm_/ls_
-  std::vector<double> lm_;  // the chunk's logits (double)
-  std::vector<float> ls_;   // and their magnitude sums (float)
+  Buf<double> lm_;  // the chunk's logits (double)
+  Buf<float> ls_;   // and their magnitude sums (float)
 };
 
 }  // namespace
