@@ -12,6 +12,7 @@
 #include "ops/op_base.hpp"
 #include "reference/policy.hpp"
 #include "reference/rms_norm.hpp"
+#include "reference/rms_norm_fast.hpp"
 
 namespace kv {
 
@@ -117,6 +118,18 @@ class RmsNormBinding : public OpBinding {
                 std::vector<OutputEnclosure>& out) const override {
     size_ref(outputs(c), ref);
     size_enclosures(outputs(c), out);
+    const RmsParams q = params(c);
+    if (rms_fast_applies(q)) {
+      // The generic DualPolicy pass's results, bit for bit (reference/rms_norm_fast.hpp).
+      auto bufs = [&](int o) {
+        return RmsOut{ref.outputs[o].v.data(), ref.outputs[o].err.data(), out[o].lo.data(), out[o].hi.data(),
+                      out[o].unverifiable.data()};
+      };
+      const RmsSource d = source(ts, bwd_);
+      if (bwd_) rms_bwd_fast(k, q, d, bufs(0), bufs(1));
+      else rms_fwd_fast(k, q, d, bufs(0), bufs(1));
+      return;
+    }
     Sink sink{[&](int o, int64_t i, const Dual& e) {
       put_ref(ref.outputs[o], i, e.ref);
       put_enc(out[o], i, e.con);

@@ -188,6 +188,13 @@ class EncSum {
     return Enc{e.m, enc_detail::rup(e.r + g * abs), e.unv};
   }
   int64_t count() const { return n_; }
+  /// A sum whose state was built by add()'s operations elsewhere (several columns' sums
+  /// side by side in vector lanes: reference/rms_norm_vec.hpp).
+  static EncSum from_state(double m, double r, double round_err, double abs, int64_t n, bool unv) {
+    EncSum s;
+    s.m_ = m, s.r_ = r, s.round_err_ = round_err, s.abs_ = abs, s.n_ = n, s.unv_ = unv;
+    return s;
+  }
 
  private:
   double m_ = 0, r_ = 0, round_err_ = 0, abs_ = 0;

@@ -46,6 +46,17 @@ struct RmsBwdOut {
   std::vector<T> dx, dw;
 };
 
+/// rstd from the row's sum of acc(x_j^2) terms.
+template <class P, class Sum>
+typename P::T rms_rstd_of_sum(const P& p, const RmsParams& q, const Sum& s) {
+  using T = typename P::T;
+  T ms = p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.n)));
+  T eps = p.mand(p.c(q.eps), q.compute());
+  T r = p.rsqrt(p.acc(ms + eps));
+  // Mode none rounds rsqrtf's fp32 result to x's dtype.
+  return q.mode == RmsMode::none && q.x != DType::f32 ? p.acc(r) : r;
+}
+
 template <class P>
 typename P::T rms_rstd_row(const P& p, const RmsParams& q, const double* x) {
   using T = typename P::T;
@@ -54,11 +65,13 @@ typename P::T rms_rstd_row(const P& p, const RmsParams& q, const double* x) {
     T xj = p.c(x[j]);
     s.add(p.acc(xj * xj));
   }
-  T ms = p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.n)));
-  T eps = p.mand(p.c(q.eps), q.compute());
-  T r = p.rsqrt(p.acc(ms + eps));
-  // Mode none rounds rsqrtf's fp32 result to x's dtype.
-  return q.mode == RmsMode::none && q.x != DType::f32 ? p.acc(r) : r;
+  return rms_rstd_of_sum(p, q, s);
+}
+
+/// bwd's row constant c = rstd^3 * sum(m x) / N.
+template <class P>
+typename P::T rms_bwd_c(const P& p, const RmsParams& q, const typename P::T& r, const typename P::T& sum) {
+  return p.acc(p.acc(p.acc(r * r) * r) * p.acc(sum / p.c(static_cast<double>(q.n))));
 }
 
 /// W' = offset + w in the compute dtype, once per column.
@@ -98,7 +111,7 @@ void rms_bwd_row(const P& p, const RmsParams& q, const double* dy, const double*
   }
   T sum = p.finish(s, "row");
   // c = rstd^3 * sum(m x) / N, then dx = rstd*m - c*x.
-  T c = p.acc(p.acc(p.acc(r * r) * r) * p.acc(sum / p.c(static_cast<double>(q.n))));
+  T c = rms_bwd_c(p, q, r, sum);
   for (int64_t j = 0; j < q.n; ++j) {
     T xj = p.c(x[j]);
     dx[j] = p.acc(p.acc(r * m[j]) - p.acc(c * xj));
@@ -106,6 +119,9 @@ void rms_bwd_row(const P& p, const RmsParams& q, const double* dy, const double*
     dw[j].add(p.acc(p.c(dy[j]) * t));
   }
 }
+
+/// Rows per dW partial sum (fixed, so dW does not depend on the thread count).
+inline constexpr int64_t kRmsDwChunkRows = 64;
 
 /// Forward over all rows (in parallel over rows when `parallel`), each output element
 /// handed to sink.y(i, value) and sink.rstd(row, value).

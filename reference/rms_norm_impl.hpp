@@ -44,7 +44,7 @@ template <class P, class Sink>
 void rms_bwd_into(const P& p, const RmsParams& q, const RmsSource& d, bool parallel, Sink& sink) {
   using T = typename P::T;
   using Sum = decltype(p.sum());
-  const int64_t chunk = 64, nchunks = (q.rows + chunk - 1) / chunk;
+  const int64_t chunk = kRmsDwChunkRows, nchunks = (q.rows + chunk - 1) / chunk;
   std::vector<std::vector<Sum>> partial(static_cast<size_t>(nchunks));
   const auto wp = rms_wprime(p, q, d.w.data());
   for_rows(nchunks, parallel, [&](int64_t c) {

@@ -1,11 +1,17 @@
 // The RMSNorm reference against a 256-bit MPFR instance of the same template: the
-// certified double enclosure must contain the MPFR value, and double-double must agree.
+// certified double enclosure must contain the MPFR value, and double-double must agree;
+// the fast one-pass reference and enclosure against the generic pass.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <cstring>
+#include <limits>
+
 #include "core/inputs.hpp"
+#include "reference/dual_policy.hpp"
 #include "reference/policy.hpp"
 #include "reference/rms_norm.hpp"
+#include "reference/rms_norm_fast.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -136,4 +142,163 @@ TEST(RmsReference, RefineReplacesLooseElementsWithAgreedMpfrValues) {
     }
     EXPECT_EQ(ref.at(out).err[0], before.at(out).err[0]);  // row 0 untouched
   }
+}
+
+// The fast one-pass reference and enclosure (reference/rms_norm_fast.hpp, what
+// RmsNormBinding::evaluate runs) against the generic pass over DualPolicy and against
+// MPFR-256: across dtypes, modes, offsets, eps, value distributions (zeros, non-finite
+// values, subnormal-range values), row lengths that leave a tail after the vector lanes,
+// and contracts (flush to zero, directed rounding, an accumulator other than fp32, one
+// that admits no bound).
+namespace {
+
+/// One output tensor as evaluate() stores it.
+struct OutBufs {
+  std::vector<double> v, err, lo, hi;
+  std::vector<uint8_t> unv;
+  explicit OutBufs(size_t n) : v(n, -1.0), err(n, -1.0), lo(n, -1.0), hi(n, -1.0), unv(n, 7) {}
+  kv::RmsOut out() { return kv::RmsOut{v.data(), err.data(), lo.data(), hi.data(), unv.data()}; }
+  static OutBufs of(const std::vector<kv::Dual>& g) {
+    OutBufs b(g.size());
+    for (size_t i = 0; i < g.size(); ++i) b.out().put(static_cast<int64_t>(i), g[i]);
+    return b;
+  }
+};
+
+kv::Contract rms_contract(const kv::RmsParams& q, int variant) {
+  kv::Contract k;
+  k.acc = q.mode == kv::RmsMode::none ? q.x : DType::f32;
+  k.math_ulps["rsqrt"] = 2.0;
+  k.reductions["row"] = {(q.n + 127) / 128, 7, 0, std::nullopt};
+  k.reductions["rows"] = {(q.rows + 3) / 4, 0, 4, DType::f32};
+  if (variant == 1) k.ftz = true;
+  if (variant == 2) k.u = 2 * kv::unit_roundoff(k.acc);               // directed rounding
+  if (variant == 3) k.acc = DType::bf16;                               // a bf16 accumulator
+  if (variant == 4) k.reductions["row"] = {int64_t(1) << 40, 0, 0, std::nullopt};  // n_eff u >= 1
+  return k;
+}
+
+struct Compared {
+  int64_t elements = 0, differing_bits = 0;
+};
+
+/// Fast against generic, element by element: the fast reference interval contains the
+/// generic value, the fast enclosure contains the generic one's midpoint and is at most
+/// (1 + 1e-6) as wide (plus 2^-1000); counts elements whose bits differ at all.
+void compare(const char* what, const OutBufs& f, const OutBufs& g, Compared& c) {
+  ASSERT_EQ(f.v.size(), g.v.size());
+  for (size_t i = 0; i < f.v.size(); ++i) {
+    SCOPED_TRACE(std::string(what) + "[" + std::to_string(i) + "]");
+    ++c.elements;
+    if (std::memcmp(&f.v[i], &g.v[i], 8) || std::memcmp(&f.err[i], &g.err[i], 8) || std::memcmp(&f.lo[i], &g.lo[i], 8) ||
+        std::memcmp(&f.hi[i], &g.hi[i], 8) || f.unv[i] != g.unv[i])
+      ++c.differing_bits;
+    ASSERT_EQ(f.unv[i], g.unv[i]);
+    if (!std::isfinite(g.v[i])) {
+      ASSERT_TRUE(f.v[i] == g.v[i] || (std::isnan(f.v[i]) && std::isnan(g.v[i])));
+    } else {
+      ASSERT_LE(std::fabs(f.v[i] - g.v[i]), f.err[i]);
+    }
+    if (std::isfinite(g.lo[i]) && std::isfinite(g.hi[i])) {
+      const double mid = g.lo[i] + (g.hi[i] - g.lo[i]) * 0.5;
+      ASSERT_LE(f.lo[i], mid);
+      ASSERT_GE(f.hi[i], mid);
+      ASSERT_LE(f.hi[i] - f.lo[i], (g.hi[i] - g.lo[i]) * (1 + 1e-6) + 0x1p-1000);
+    } else {
+      ASSERT_TRUE(!(f.lo[i] > g.lo[i]) && !(f.hi[i] < g.hi[i]));  // NaN and ±inf included
+    }
+  }
+}
+
+/// The MPFR-256 value of each element lies within the fast reference's stated error.
+void contains_mpfr(const char* what, const OutBufs& f, const std::vector<kv::mpfr_float>& m) {
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (isnan(m[i]) || isinf(m[i])) continue;
+    kv::mpfr_float diff = abs(kv::mpfr_float(f.v[i]) - m[i]);
+    ASSERT_LE(diff, kv::mpfr_float(f.err[i])) << what << "[" << i << "]";
+  }
+}
+
+/// Runs both passes, forward and backward, on one setup; MPFR for small ones.
+void fast_vs_generic(const RefSetup& s, const kv::Contract& k, Compared& c, bool mpfr) {
+  const kv::RmsSource src = kv::RmsSource::of(s.d, s.q.n);
+  const size_t nel = static_cast<size_t>(s.q.rows * s.q.n);
+  {
+    OutBufs y(nel), rstd(static_cast<size_t>(s.q.rows));
+    kv::rms_fwd_fast(k, s.q, src, y.out(), rstd.out());
+    auto g = kv::rms_fwd(kv::DualPolicy{&k}, s.q, s.d, false);
+    compare("y", y, OutBufs::of(g.y), c);
+    compare("rstd", rstd, OutBufs::of(g.rstd), c);
+    if (mpfr) {
+      kv::set_mpfr_bits(256);
+      auto m = kv::rms_fwd(kv::ValuePolicy<kv::mpfr_float>{}, s.q, s.d, false);
+      contains_mpfr("y", y, m.y);
+      contains_mpfr("rstd", rstd, m.rstd);
+    }
+  }
+  {
+    OutBufs dx(nel), dw(static_cast<size_t>(s.q.n));
+    kv::rms_bwd_fast(k, s.q, src, dx.out(), dw.out());
+    auto g = kv::rms_bwd(kv::DualPolicy{&k}, s.q, s.d, true);
+    compare("dx", dx, OutBufs::of(g.dx), c);
+    compare("dw", dw, OutBufs::of(g.dw), c);
+    if (mpfr) {
+      kv::set_mpfr_bits(256);
+      auto m = kv::rms_bwd(kv::ValuePolicy<kv::mpfr_float>{}, s.q, s.d, false);
+      contains_mpfr("dx", dx, m.dx);
+      contains_mpfr("dw", dw, m.dw);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(RmsReference, FastPassWithinGenericEnclosuresAndContainsMpfr) {
+  // The fast pass is written to give the generic pass's bits; the comparison asserts the
+  // weaker properties a sound fast pass must have, and the bit count the stronger one.
+  Compared c;
+  uint64_t seed = 11;
+  for (DType xd : {DType::bf16, DType::f16, DType::f32})
+    for (auto mode : {kv::RmsMode::llama, kv::RmsMode::gemma, kv::RmsMode::none})
+      for (const char* dist : {"normal", "wide", "tiny", "large", "mean_shift"})
+        for (int64_t n : {1, 7, 64, 333}) {
+          ++seed;
+          const double offset = seed % 3 == 0 ? 1.0 : 0.0;
+          const bool m_round = seed % 2 == 0;
+          RefSetup s = make(n == 333 ? 3 : 5, n, xd, mode, offset, dist, seed, m_round);
+          s.q.eps = seed % 4 == 0 ? 0x1p-3 : 1e-6;
+          if (seed % 5 == 0) std::fill(s.d.x.begin() + n, s.d.x.begin() + 2 * n, 0.0);  // a row of zeros
+          SCOPED_TRACE(std::string(kv::dtype_name(xd)) + " mode " + std::to_string(int(mode)) + " " + dist + " n=" +
+                       std::to_string(n) + " seed " + std::to_string(seed));
+          fast_vs_generic(s, rms_contract(s.q, static_cast<int>(seed % 5)), c, n <= 64);
+          if (HasFatalFailure()) return;
+        }
+  EXPECT_GT(c.elements, 50000);
+  EXPECT_EQ(c.differing_bits, 0);
+  std::printf("fast pass: %lld elements compared, %lld with other bits\n", static_cast<long long>(c.elements),
+              static_cast<long long>(c.differing_bits));
+}
+
+TEST(RmsReference, FastPassOnLongRowsAndSpecialValues) {
+  // Rows long enough for every vector path, with zeros, ±inf, NaN, values at the edge of
+  // bf16's and fp16's normal range and an exact rounding tie placed in x.
+  Compared c;
+  for (DType xd : {DType::bf16, DType::f16})
+    for (auto mode : {kv::RmsMode::llama, kv::RmsMode::gemma, kv::RmsMode::none})
+      for (bool m_round : {false, true}) {
+        RefSetup s = make(6, 1536, xd, mode, 0.0, "normal", 97, m_round);
+        const double inf = std::numeric_limits<double>::infinity();
+        s.d.x[1536 + 5] = 0.0;
+        s.d.x[2 * 1536 + 9] = inf;
+        s.d.x[3 * 1536 + 11] = -inf;
+        s.d.x[4 * 1536 + 13] = std::numeric_limits<double>::quiet_NaN();
+        s.d.x[5 * 1536 + 17] = kv::min_normal(xd);
+        s.d.x[5 * 1536 + 18] = kv::min_subnormal(xd);
+        s.d.dy[2 * 1536 + 3] = 0.0;
+        s.d.w[21] = 0.0;
+        SCOPED_TRACE(std::string(kv::dtype_name(xd)) + " mode " + std::to_string(int(mode)));
+        fast_vs_generic(s, rms_contract(s.q, 0), c, false);
+        if (HasFatalFailure()) return;
+      }
+  EXPECT_EQ(c.differing_bits, 0);
 }
