@@ -7,8 +7,9 @@
 // on Higham, Accuracy and Stability, Lemma 3.1 and eq. (3.5): a sum of n products
 // evaluated in any order, products rounded or fused, errs by at most gamma_{n+1}(u) times
 // the sum of the magnitudes (n+1 covers the product's own rounding). With every term
-// non-negative that gives S <= s_float / (1 - gamma_{n+1}(2^-24)); products that fall
-// below a format's normal range lose at most half its smallest subnormal each.
+// non-negative that gives S <= s_float / (1 - gamma_{n+1}(2^-24)); the float products
+// flush subnormal results to zero, losing at most 2^-126 in each of their 2n + 1
+// operations, and double products below the normal range lose 2^-1075 each.
 #include "ops/flce_fast.hpp"
 
 #include <tbb/parallel_for.h>
@@ -35,12 +36,14 @@ template <class T>
 using Buf = std::vector<T, NoInitAlloc<T>>;  // uninitialized, on huge pages when large
 using enc_detail::rup;
 
-/// x rounded up to a float (an upper bound on a magnitude); NaN becomes +inf.
+/// x >= 0 rounded up to a float that is zero or normal (an upper bound on a magnitude,
+/// fit for the flush-to-zero float products of gemm.hpp); NaN becomes +inf.
 inline float f_up(double x) {
   if (!(x <= static_cast<double>(std::numeric_limits<float>::max()))) return std::numeric_limits<float>::infinity();
+  if (x == 0) return 0.0f;
   float f = static_cast<float>(x);
   if (static_cast<double>(f) < x) f = std::nextafter(f, std::numeric_limits<float>::infinity());
-  return f;
+  return std::max(f, std::numeric_limits<float>::min());
 }
 
 /// Bounds for a sum of n products: its double value's error and its magnitude.
@@ -52,11 +55,13 @@ struct SumBound {
   explicit SumBound(int64_t n) {
     const double g24 = gamma_n(n + 1, 0x1p-24);
     mag_scale = g24 < 1 ? rup(1.0 / (1.0 - g24)) : kInf;
-    mag_eta = static_cast<double>(n + 1) * 0x1p-149;
+    mag_eta = static_cast<double>(2 * n + 1) * 0x1p-125;
     g53 = gamma_n(n + 1, 0x1p-53);
     eta53 = static_cast<double>(n + 1) * 0x1p-1074;
   }
-  double mag(float s) const { return rup(static_cast<double>(s) * mag_scale + mag_eta); }
+  /// S <= (s + E) / (1 - gamma): E bounds what the flushes lost, each loss carried through
+  /// the remaining operations (a factor below 2, taken as 2).
+  double mag(float s) const { return rup((static_cast<double>(s) + mag_eta) * mag_scale); }
 };
 
 /// The contract of one reduced axis as the generic EncSum::contract applies it.
@@ -131,13 +136,15 @@ struct GradSum {
   AxisContract ax;
   int64_t n;
   GradSum(int64_t n_, const Contract& k, const char* axis) : sb(n_), ar(k), ax(k, axis), n(n_) {}
-  /// Radii enter the float products scaled by 2^kRadiusExp: they are tiny beside the
-  /// values (2^-50 of them and less) and would otherwise fall below float's normal range.
-  static constexpr int kRadiusExp = 100;
+  /// G's magnitudes and radii enter the float products scaled by 2^kExp: radii are 2^-50
+  /// of the values and less, and would otherwise sit at float's subnormal floor.
+  static constexpr int kExp = 64;
+  static float scaled_up(double x) { return f_up(std::ldexp(x, kExp)); }
   Dual at(double m, float a_hat, float r_hat, float f_hat, bool unv) const {
-    const double A = sb.mag(a_hat), R = rup(std::ldexp(sb.mag(r_hat), -kRadiusExp));
+    auto unscale = [&](float s) { return rup(std::ldexp(sb.mag(s), -kExp)); };
+    const double A = unscale(a_hat), R = unscale(r_hat);
     const double mid = sb.g53 * A + sb.eta53;  // the double value's own error
-    Enc ref{m, rup(mid + std::ldexp(sb.mag(f_hat), -kRadiusExp)), false};
+    Enc ref{m, rup(mid + unscale(f_hat)), false};
     const double T = rup(R * (1.0 + ar.u) + A * (0x1p-53 + ar.u * (1.0 + 0x1p-52)) +
                          static_cast<double>(n) * (0x1p-1074 * (1.0 + ar.u) + ar.eta));
     const double abs = rup(A * (1.0 + 0x1p-53) + T);
@@ -305,9 +312,9 @@ class FlceFast {
           const double rc = rup(e.con.r + std::fabs(e.con.m - e.ref.m));
           const double a = std::fabs(e.ref.m) + std::max(e.ref.r, rc);
           gm[i * v + j] = e.ref.m;
-          ga[i * v + j] = f_up(a * (1.0 + 0x1p-52));
-          gr[i * v + j] = f_up(std::ldexp(rc, GradSum::kRadiusExp));
-          gf[i * v + j] = f_up(std::ldexp(e.ref.r, GradSum::kRadiusExp));
+          ga[i * v + j] = GradSum::scaled_up(a * (1.0 + 0x1p-52));
+          gr[i * v + j] = GradSum::scaled_up(rc);
+          gf[i * v + j] = GradSum::scaled_up(e.ref.r);
           u = u || e.con.unv;
           zero = zero && e.ref.m == 0 && e.ref.r == 0 && e.con.m == 0 && e.con.r == 0;
         }
