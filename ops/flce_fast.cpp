@@ -23,6 +23,7 @@
 #include <map>
 
 #include "ops/ce_common.hpp"
+#include "ops/flce_certify.hpp"
 #include "reference/dual_policy.hpp"
 #include "reference/flce.hpp"
 #include "reference/gemm.hpp"
@@ -140,8 +141,10 @@ struct GradSum {
   /// of the values and less, and would otherwise sit at float's subnormal floor.
   static constexpr int kExp = 64;
   static float scaled_up(double x) { return f_up(std::ldexp(x, kExp)); }
+  double unscale(float s) const { return rup(std::ldexp(sb.mag(s), -kExp)); }
+  /// The double value's own error.
+  double mid_bound(float a_hat) const { return rup(sb.g53 * unscale(a_hat) + sb.eta53); }
   Dual at(double m, float a_hat, float r_hat, float f_hat, bool unv) const {
-    auto unscale = [&](float s) { return rup(std::ldexp(sb.mag(s), -kExp)); };
     const double A = unscale(a_hat), R = unscale(r_hat);
     const double mid = sb.g53 * A + sb.eta53;  // the double value's own error
     Enc ref{m, rup(mid + unscale(f_hat)), false};
@@ -211,6 +214,7 @@ class FlceFast {
       for (int64_t r0 = 0; r0 < bt; r0 += kRows) {
         Chunk ch{r0, std::min(kRows, bt - r0)};
         logits(ch);
+        if (r0 == 0) certify_logits(ch);
         times_.lap("logits");
         par_rows(ch.n, true, [&](int64_t i) {
           const int64_t r = ch.r0 + i;
@@ -225,9 +229,10 @@ class FlceFast {
       };
       ce_emit_loss(p_, q_, bt, in_["target"], nullptr, sink, RowSet{}, true,
                    [&](int64_t r) { return loss[r]; });
-      return;
+    } else {
+      backward(ref, out);
     }
-    backward(ref, out);
+    ref.method += "+sampled:mpfr-256(" + std::to_string(sampled_) + ")";
   }
 
  private:
@@ -247,6 +252,19 @@ class FlceFast {
       gemm_.s(GemmOp::nt, i1 - i0, j1 - j0, h, xa_.a.data() + (ch.r0 + i0) * h, h, wa_.a.data() + j0 * h, h,
               ls_.data() + i0 * v + j0, v, false);
     });
+  }
+
+  /// Certification samples of the first chunk's logits (before the bias).
+  void certify_logits(const Chunk& ch) {
+    const SumBound sb(g_.h);
+    std::vector<ProductSample> smp;
+    for (auto [i, v] : {std::pair<int64_t, int64_t>{0, 0}, {ch.n - 1, g_.v - 1}}) {
+      const int64_t e = i * g_.v + v;
+      smp.push_back({"logit (" + std::to_string(ch.r0 + i) + ", " + std::to_string(v) + ")", x_ + (ch.r0 + i) * g_.h,
+                     1, w_ + v * g_.h, 1, g_.h, lm_[e], rup(sb.g53 * sb.mag(ls_[e]) + sb.eta53)});
+    }
+    certify_samples(smp);
+    sampled_ += static_cast<int>(smp.size());
   }
 
   /// Row i of the chunk's logits as enclosure pairs: the products x_h W_vh are exact in
@@ -293,6 +311,7 @@ class FlceFast {
     for (int64_t r0 = 0; r0 < bt; r0 += kRows) {
       Chunk ch{r0, std::min(kRows, bt - r0)};
       logits(ch);
+      if (r0 == 0) certify_logits(ch);
       times_.lap("logits");
       gm.resize(static_cast<size_t>(ch.n * v));
       ga.resize(gm.size());
@@ -338,6 +357,16 @@ class FlceFast {
         gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, gf.data() + i0 * v, v, wa_.a.data() + j0, h, dxf.data() + i0 * h + j0,
                 h, false);
       });
+      if (r0 == 0) {
+        std::vector<ProductSample> smp;
+        for (auto [i, kk] : {std::pair<int64_t, int64_t>{0, 0}, {ch.n - 1, h - 1}}) {
+          const int64_t e = i * h + kk;
+          smp.push_back({"dx (" + std::to_string(i) + ", " + std::to_string(kk) + ")", gm.data() + i * v, 1, w_ + kk, h,
+                         v, dxm[e], dx_sum.mid_bound(dxa[e])});
+        }
+        certify_samples(smp);
+        sampled_ += static_cast<int>(smp.size());
+      }
       times_.lap("dx gemm");
       par_rows(ch.n, true, [&](int64_t i) {
         const int64_t r = ch.r0 + i;
@@ -400,6 +429,7 @@ class FlceFast {
   const double *x_ = nullptr, *w_ = nullptr, *b_ = nullptr;
   AbsFloat xa_, wa_;
   bool logit_prod_exact_ = false;
+  int sampled_ = 0;  // certification samples checked
   std::vector<char> x_zero_;  // rows of x that are all zeros
   int64_t ch_r0_ = 0;         // first row of the chunk in lm_/ls_
   Buf<double> lm_;  // the chunk's logits (double)

@@ -11,8 +11,10 @@
 #include <random>
 
 #include "check/judge.hpp"
+#include "core/error.hpp"
 #include "check/runner.hpp"
 #include "op_cases.hpp"
+#include "ops/flce_certify.hpp"
 #include "ops/op_base.hpp"
 #include "reference/gemm.hpp"
 
@@ -47,6 +49,9 @@ TEST(FlceFast, ContainsMpfrAndTheGenericEnclosure) {
     op.evaluate(c, ts, k, fast_ref, fast);
     op.enclose(c, ts, k, gen);
     EXPECT_NE(fast_ref.method.find("+gemm:eigen-"), std::string::npos) << fast_ref.method;
+    EXPECT_NE(fast_ref.method.find(c.op.find(".bwd") != std::string::npos ? "+sampled:mpfr-256(4)" : "+sampled:mpfr-256(2)"),
+              std::string::npos)
+        << fast_ref.method;
     // The ladder's target holds without refinement (label smoothing's p_v - 1/V cancels,
     // so each radius must be carried through the products, not bounded by a ratio).
     for (auto& t : op.tensors(c))
@@ -126,6 +131,14 @@ TEST(FlceFast, EveryProductCopyWithinHighamsBound) {
     check_products<double>(*t, true);
     check_products<float>(*t, false);
   }
+}
+
+// The certification samples catch a value outside its stated bound, and pass one inside.
+TEST(FlceFast, CertificationSampleCatchesAViolatedBound) {
+  std::vector<double> a = {0.1, 0.2, 0.3}, b = {1.5, -2.0, 0x1p-30};
+  const double v = 0.1 * 1.5 - 0.2 * 2.0 + 0.3 * 0x1p-30;  // within a few ulps of the exact sum
+  EXPECT_NO_THROW(kv::certify_samples({{"inside", a.data(), 1, b.data(), 1, 3, v, 0x1p-50}}));
+  EXPECT_THROW(kv::certify_samples({{"outside", a.data(), 1, b.data(), 1, 3, v + 1e-9, 1e-12}}), kv::HarnessError);
 }
 
 }  // namespace
