@@ -116,7 +116,8 @@ struct AccIn {
     }
   }
   [[gnu::always_inline]] Enc operator()(const Enc& a) const {
-    if (a.r == 0 && representable(a.m) && !(ftz && a.m != 0 && std::fabs(a.m) < min_normal)) return a;
+    if (a.r == 0 && representable(a.m) && !(ftz && a.m != 0 && std::fabs(a.m) < min_normal))
+      return Enc{a.m, a.r, a.unv};
     const double mag = std::fabs(a.m) + a.r;
     if (mag * (1.0 + u) >= max_finite) return Enc{a.m, enc_detail::kInf, a.unv};
     return Enc{a.m, enc_detail::rup(a.r + u * mag + eta), a.unv};

@@ -189,7 +189,7 @@ class EncSum {
   }
   int64_t count() const { return n_; }
   /// A sum whose state was built by add()'s operations elsewhere (several columns' sums
-  /// side by side in vector lanes: reference/rms_norm_vec.hpp).
+  /// side by side in vector lanes: reference/rms_norm_fast.hpp, rms_norm_lanes.inc).
   static EncSum from_state(double m, double r, double round_err, double abs, int64_t n, bool unv) {
     EncSum s;
     s.m_ = m, s.r_ = r, s.round_err_ = round_err, s.abs_ = abs, s.n_ = n, s.unv_ = unv;

@@ -3,9 +3,10 @@
 // the same Enc operations in the same order, only cheaper:
 // - FastDualPolicy's acc() and mand() (reference/dual_fast.hpp), and fmul, which takes
 //   the exact product of two exact values before operator* computes a radius it discards;
-// - elements side by side in SSE2 lanes in the common cases (reference/rms_norm_vec.hpp),
-//   where llama's two mandated roundings collapse to one where x * rstd's enclosure lies
-//   inside one rounding cell of x's dtype; other elements by the scalar code below;
+// - elements side by side in vector lanes in the common cases (lanes.inc,
+//   rms_norm_lanes.inc: AVX2 where the CPU has it, else SSE2), where llama's two mandated
+//   roundings collapse to one where x * rstd's enclosure lies inside one rounding cell of
+//   x's dtype; other elements by the scalar code below;
 // - no per-element allocation or std::function; dW's per-chunk sums live in buffers
 //   reused across waves of chunks, merged in chunk order as the generic pass merges them.
 #pragma once
@@ -14,16 +15,33 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cstring>
+#include <stdexcept>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(KV_RMS_LANES_ONE)
+#include <immintrin.h>
+#endif
 
 #include "reference/dual_fast.hpp"
 #include "reference/rms_norm.hpp"
-#include "reference/rms_norm_vec.hpp"
 
 namespace kv {
 
+/// One output tensor's buffers: the reference value and its error bound, the enclosure
+/// under the contract and its unverifiable flag (put_ref / put_enc of ops/op_base.hpp).
+struct RmsOut {
+  double *v, *err, *lo, *hi;
+  uint8_t* unv;
+  void put(int64_t i, const Dual& e) const {
+    v[i] = e.ref.m, err[i] = e.ref.r;
+    lo[i] = enc_lo(e.con), hi[i] = enc_hi(e.con), unv[i] = e.con.unv;
+  }
+};
+
 namespace rms_fast {
 
+using fast_detail::AccIn;
 using fast_detail::round_enc;
 
 /// operator*(a, b), taking first the case of two exact values with significands of at
@@ -40,15 +58,37 @@ using fast_detail::round_enc;
   return a * b;
 }
 
-/// rms_rstd_row's operations (x_j^2 by fmul).
+/// A Dual sum (DualPolicy::Sum) whose two halves get terms of the same value, as where
+/// one half's term is acc() of the other's (acc() keeps the value): EncSum::add's
+/// operations, with the running sum and its TwoSum error, the same numbers on both
+/// halves, kept once.
+struct TwinSum {
+  double m = 0, err = 0, r[2] = {0, 0}, abs[2] = {0, 0};
+  bool unv[2] = {false, false};
+  int64_t n = 0;
+  /// Adds {tm, r0} to the first half and {tm, r1} to the second.
+  [[gnu::always_inline]] void add(double tm, double r0, bool u0, double r1, bool u1) {
+    const double s = m + tm;
+    err += std::fabs(two_sum_err(m, tm, s));
+    m = s;
+    r[0] += r0, abs[0] += std::fabs(tm) + r0, unv[0] = unv[0] || u0;
+    r[1] += r1, abs[1] += std::fabs(tm) + r1, unv[1] = unv[1] || u1;
+    ++n;
+  }
+  DualPolicy::Sum sums() const {
+    return {EncSum::from_state(m, r[0], err, abs[0], n, unv[0]), EncSum::from_state(m, r[1], err, abs[1], n, unv[1])};
+  }
+};
+
+/// rms_rstd_row's operations (x_j^2 by fmul; its acc() keeps the value).
 inline Dual rstd_row(const FastDualPolicy& p, const RmsParams& q, const double* x) {
-  FastDualPolicy::Sum s;
+  TwinSum s;
   for (int64_t j = 0; j < q.n; ++j) {
     const Enc e = enc_exact(x[j]);
-    const Enc t = fmul(e, e);
-    s.add(Dual{t, p.in(t)});
+    const Enc t = fmul(e, e), tc = p.in(t);
+    s.add(t.m, t.r, t.unv, tc.r, tc.unv);
   }
-  return rms_rstd_of_sum(p, q, s);
+  return rms_rstd_of_sum(p, q, s.sums());
 }
 
 // The scalar code: rms_fwd_row's and rms_bwd_row's operations on one element.
@@ -59,7 +99,8 @@ Dual fwd_elem(const FastDualPolicy& p, const Dual& rstd, double x, const Dual& w
   const Enc xe = enc_exact(x);
   Dual xr;
   if constexpr (L)
-    xr = Dual{round_enc<X>(round_enc<DType::f32>(fmul(xe, rstd.ref))), round_enc<X>(round_enc<DType::f32>(fmul(xe, rstd.con)))};
+    xr = Dual{round_enc<X>(round_enc<DType::f32>(fmul(xe, rstd.ref))),
+              round_enc<X>(round_enc<DType::f32>(fmul(xe, rstd.con)))};
   else
     xr = Dual{fmul(xe, rstd.ref), p.in(fmul(xe, rstd.con))};
   return Dual{fmul(xr.ref, w.ref), p.in(fmul(xr.con, w.con))};
@@ -99,87 +140,169 @@ void bwd_dx_elem(const FastDualPolicy& p, const Enc& R, const Dual& c, double dy
   return std::isfinite(e.m) && e.r > 0 && e.r < enc_detail::kInf && !e.unv;
 }
 
-inline int64_t padded(int64_t n) { return (n + lanes::W - 1) / lanes::W * lanes::W; }
+/// Buffers hold rows rounded up to a multiple of the widest lanes.
+inline int64_t padded(int64_t n) { return (n + 3) / 4 * 4; }
 
-/// One forward row: y to out, rstd to rstd_out. x has padded(n) entries.
-template <DType X, bool L, DType A>
-void fwd_row(const FastDualPolicy& p, const RmsParams& q, int64_t row, const double* x, const std::vector<Dual>& wp,
-             const rms_vec::Cols& cols, bool vec, const RmsOut& out, const RmsOut& rstd_out) {
-  const Dual rstd = rstd_row(p, q, x);
-  rstd_out.put(row, rstd);
-  const Enc &R = rstd.ref, &C = rstd.con;
-  const int64_t n = q.n, n4 = n - n % lanes::W, base = row * n;
-  int64_t j = 0;
-  if constexpr (!L || X != DType::f32)
-    if (vec && lean(R) && lean(C) && R.m > 0 && C.m > 0) {
-      const double rho_r = rms_vec::collapse_rho(R), rho_c = rms_vec::collapse_rho(C);
-      for (; j < n4; j += lanes::W) {
-        const auto ok = rms_vec::fwd_lanes<X, L, A>(p.in, R, C, rho_r, rho_c, x, cols, j, out, base);
-        if (!lanes::all(ok))
-          for (int l = 0; l < lanes::W; ++l)
-            if (!(lanes::lane_bits(ok) >> l & 1)) out.put(base + j + l, fwd_elem<X, L>(p, rstd, x[j + l], wp[j + l]));
-      }
+/// Per-column W' = offset + w, both halves, as lanes: the vector kernels take columns
+/// whose W' halves are short exact nonzero values (r = 0, at most 26 bits, finite, not
+/// unverifiable: lanes.inc's terms); `ok` marks them.
+struct Cols {
+  std::vector<double> wr, wc;
+  std::vector<int64_t> ok;
+  Cols(const std::vector<Dual>& wp, int64_t n_pad) : wr(n_pad, 0.0), wc(n_pad, 0.0), ok(n_pad, 0) {
+    auto usable = [](const Enc& e) {
+      return e.r == 0 && e.m != 0 && std::isfinite(e.m) && !e.unv &&
+             (fast_detail::bits_of(e.m) & ((uint64_t(1) << 27) - 1)) == 0;
+    };
+    for (size_t j = 0; j < wp.size(); ++j) {
+      wr[j] = wp[j].ref.m, wc[j] = wp[j].con.m;
+      ok[j] = usable(wp[j].ref) && usable(wp[j].con) ? -1 : 0;
     }
-  for (; j < n; ++j) out.put(base + j, fwd_elem<X, L>(p, rstd, x[j], wp[j]));
+  }
+};
+
+/// One backward row: m, m_j; t, the row sum's terms (dW's go straight into ColSums); r/c
+/// the reference and contract halves (value m, radius r, unverifiable flag u: only
+/// scalar-computed elements can carry one).
+struct BwdBufs {
+  std::vector<double> x, dy, mrm, mrr, mcm, mcr, trm, trr, tcm, tcr;
+  std::vector<uint8_t> mru, mcu, tru, tcu;
+  std::vector<int64_t> ok;  // lanes the vector code of pass 1 took
+  explicit BwdBufs(int64_t n_pad) {
+    for (auto* v : {&x, &dy, &mrm, &mrr, &mcm, &mcr, &trm, &trr, &tcm, &tcr})
+      v->assign(static_cast<size_t>(n_pad), 0.0);
+    for (auto* v : {&mru, &mcu, &tru, &tcu}) v->assign(static_cast<size_t>(n_pad), 0);
+    ok.assign(static_cast<size_t>(n_pad), 0);
+  }
+};
+
+/// dW's per-chunk column sums, both halves (h = 0 reference, 1 contract), side by side:
+/// EncSum::add's operations (here, and on lanes in rms_norm_lanes.inc's sums_add;
+/// EncSum::from_state turns a column back into an EncSum). Every column gets one term per row. The two halves' terms acc(dy t) have the
+/// same value (c(dy) times t's value, which both halves share: llama's roundings act on
+/// the same exact product, acc() keeps values), so their running sums and TwoSum errors
+/// are the same numbers and are kept once; add() checks that.
+struct ColSums {
+  std::vector<double> m, err, r[2], abs[2];
+  std::vector<uint8_t> unv[2];
+  int64_t n = 0;  // terms added to every column
+  explicit ColSums(int64_t n_pad) { reset(n_pad); }
+  void reset(int64_t n_pad) {
+    for (auto* v : {&m, &err, &r[0], &r[1], &abs[0], &abs[1]}) v->assign(static_cast<size_t>(n_pad), 0.0);
+    for (auto* v : {&unv[0], &unv[1]}) v->assign(static_cast<size_t>(n_pad), 0);
+    n = 0;
+  }
+  /// EncSum::add of t.ref and t.con to column j's halves.
+  void add(int64_t j, const Dual& t) {
+    if (fast_detail::bits_of(t.ref.m) != fast_detail::bits_of(t.con.m))
+      throw std::logic_error("rms_norm fast pass: dW term values differ between the halves");
+    const double s = m[j] + t.ref.m;
+    err[j] += std::fabs(two_sum_err(m[j], t.ref.m, s));
+    m[j] = s;
+    const Enc* h[2] = {&t.ref, &t.con};
+    for (int k = 0; k < 2; ++k) {
+      r[k][j] += h[k]->r;
+      abs[k][j] += std::fabs(h[k]->m) + h[k]->r;
+      unv[k][j] |= h[k]->unv ? 1 : 0;
+    }
+  }
+  DualPolicy::Sum column(int64_t j) const {
+    auto half = [&](int h) { return EncSum::from_state(m[j], r[h][j], err[j], abs[h][j], n, unv[h][j] != 0); };
+    return DualPolicy::Sum{half(0), half(1)};
+  }
+};
+
+/// rho of collapse() for the enclosure s (sm > 0).
+inline double collapse_rho(const Enc& s) { return (s.r + s.m * 0x1p-52) * (1.0 + 0x1p-45); }
+
+}  // namespace rms_fast
+}  // namespace kv
+
+// The per-row code, once per instruction set.
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(KV_RMS_LANES_ONE)
+namespace kv::rms_fast::sse2 {
+#define KV_LANES_ISA 1
+#include "reference/lanes.inc"
+#include "reference/rms_norm_lanes.inc"
+#undef KV_LANES_ISA
+}  // namespace kv::rms_fast::sse2
+#if defined(__GNUC__) && !defined(__clang__)
+#define KV_RMS_FAST_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace kv::rms_fast::avx2 {
+#define KV_LANES_ISA 2
+#include "reference/lanes.inc"
+#include "reference/rms_norm_lanes.inc"
+#undef KV_LANES_ISA
+}  // namespace kv::rms_fast::avx2
+#pragma GCC pop_options
+#endif
+#else
+namespace kv::rms_fast::one {
+#define KV_LANES_ISA 0
+#include "reference/lanes.inc"
+#include "reference/rms_norm_lanes.inc"
+#undef KV_LANES_ISA
+}  // namespace kv::rms_fast::one
+#endif
+
+namespace kv {
+
+/// The lanes the fast pass runs on: best picks AVX2 where the CPU (and OS) has it, else
+/// SSE2 (x86-64), else one lane (elsewhere, or built with KV_RMS_LANES_ONE); tests ask for
+/// each.
+enum class RmsLanes { best, one, sse2, avx2 };
+
+inline bool rms_lanes_available(RmsLanes l) {
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(KV_RMS_LANES_ONE)
+  if (l == RmsLanes::sse2 || l == RmsLanes::best) return true;
+#ifdef KV_RMS_FAST_AVX2
+  if (l == RmsLanes::avx2) return __builtin_cpu_supports("avx2");  // checks the OS saves the registers too
+#endif
+  return false;
+#else
+  return l == RmsLanes::one || l == RmsLanes::best;
+#endif
 }
 
-/// One backward row (b.x, b.dy hold it): dx to out, dW's terms added to sums.
+namespace rms_fast {
+
 template <DType X, bool L, DType A>
-void bwd_row(const FastDualPolicy& p, const RmsParams& q, int64_t row, double rs, const std::vector<Dual>& wp,
-             const rms_vec::Cols& cols, bool vec, rms_vec::BwdBufs& b, rms_vec::ColSums& sums, const RmsOut& out) {
-  const int64_t n = q.n, n4 = n - n % lanes::W, base = row * n;
-  auto scalar1 = [&](int64_t j) {
-    Dual m, t;
-    bwd_m_elem<X>(p, q.m_round_x, b.dy[j], b.x[j], wp[j], m, t);
-    b.mrm[j] = m.ref.m, b.mrr[j] = m.ref.r, b.mru[j] = m.ref.unv, b.mcm[j] = m.con.m, b.mcr[j] = m.con.r;
-    b.mcu[j] = m.con.unv, b.trm[j] = t.ref.m, b.trr[j] = t.ref.r, b.tru[j] = t.ref.unv, b.tcm[j] = t.con.m;
-    b.tcr[j] = t.con.r, b.tcu[j] = t.con.unv, b.ok[j] = 0;
-  };
-  int64_t j = 0;
-  if (vec)
-    for (; j < n4; j += lanes::W) {
-      const auto ok = rms_vec::bwd_pass1<X, L, A>(p.in, q.m_round_x, cols, b, j);
-      if (!lanes::all(ok))
-        for (int l = 0; l < lanes::W; ++l)
-          if (!(lanes::lane_bits(ok) >> l & 1)) scalar1(j + l);
-    }
-  for (; j < n; ++j) scalar1(j);
-  FastDualPolicy::Sum s;
-  for (j = 0; j < n; ++j)
-    s.add(Dual{Enc{b.trm[j], b.trr[j], b.tru[j] != 0}, Enc{b.tcm[j], b.tcr[j], b.tcu[j] != 0}});
-  const Dual c = rms_bwd_c(p, q, p.c(rs), p.finish(s, "row"));
-  const Enc R = enc_exact(rs);
-  auto scalar2 = [&](int64_t j) {
-    const Dual m{Enc{b.mrm[j], b.mrr[j], b.mru[j] != 0}, Enc{b.mcm[j], b.mcr[j], b.mcu[j] != 0}};
-    Dual dx, g;
-    bwd_dx_elem<X, L>(p, R, c, b.dy[j], b.x[j], m, dx, g);
-    out.put(base + j, dx);
-    sums.add(j, g);
-  };
-  j = 0;
-  if (vec && lean(c.ref) && lean(c.con) && std::isfinite(rs) && rs != 0 &&
-      (fast_detail::bits_of(rs) & ((uint64_t(1) << 27) - 1)) == 0)
-    for (; j < n4; j += lanes::W) {
-      const auto ok = rms_vec::bwd_pass2<X, L, A>(p.in, rs, c, b, sums, j, out, base);
-      if (!lanes::all(ok))
-        for (int l = 0; l < lanes::W; ++l)
-          if (!(lanes::lane_bits(ok) >> l & 1)) scalar2(j + l);
-    }
-  for (; j < n; ++j) scalar2(j);
-  ++sums.n;
+using FwdRow = void (*)(const FastDualPolicy&, const RmsParams&, int64_t, const double*, const std::vector<Dual>&,
+                        const Cols&, bool, const RmsOut&, const RmsOut&);
+template <DType X, bool L, DType A>
+using BwdRow = void (*)(const FastDualPolicy&, const RmsParams&, int64_t, double, const std::vector<Dual>&, const Cols&,
+                        bool, BwdBufs&, ColSums&, const RmsOut&);
+
+/// The row functions of the lanes asked for (which must be available).
+template <DType X, bool L, DType A>
+std::pair<FwdRow<X, L, A>, BwdRow<X, L, A>> rows_for(RmsLanes l) {
+  if (!rms_lanes_available(l)) throw std::logic_error("rms_norm fast pass: those lanes are not available here");
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(KV_RMS_LANES_ONE)
+#ifdef KV_RMS_FAST_AVX2
+  if (l == RmsLanes::avx2 || (l == RmsLanes::best && rms_lanes_available(RmsLanes::avx2)))
+    return {&avx2::fwd_row<X, L, A>, &avx2::bwd_row<X, L, A>};
+#endif
+  return {&sse2::fwd_row<X, L, A>, &sse2::bwd_row<X, L, A>};
+#else
+  return {&one::fwd_row<X, L, A>, &one::bwd_row<X, L, A>};
+#endif
 }
 
 template <DType X, bool L, DType A>
-void fwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, const RmsOut& y, const RmsOut& rstd) {
+void fwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, const RmsOut& y, const RmsOut& rstd,
+             RmsLanes lanes) {
+  const auto fwd_row = rows_for<X, L, A>(lanes).first;
   const auto wp = rms_wprime(p, q, d.w.data());
   const int64_t n_pad = padded(q.n);
-  const rms_vec::Cols cols(wp, n_pad);
+  const Cols cols(wp, n_pad);
   const bool vec = p.in.d == A;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, q.rows), [&](const tbb::blocked_range<int64_t>& rr) {
     std::vector<double> x(static_cast<size_t>(n_pad), 0.0);
     for (int64_t r = rr.begin(); r < rr.end(); ++r) {
       d.x_row(r, x.data());
-      fwd_row<X, L, A>(p, q, r, x.data(), wp, cols, vec, y, rstd);
+      fwd_row(p, q, r, x.data(), wp, cols, vec, y, rstd);
     }
   });
 }
@@ -187,24 +310,26 @@ void fwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, co
 /// dW's partials of kRmsDwChunkRows rows are computed a wave of chunks at a time and
 /// merged into the running column sums in chunk order, as the generic pass merges them.
 template <DType X, bool L, DType A>
-void bwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, const RmsOut& dx, const RmsOut& dw) {
+void bwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, const RmsOut& dx, const RmsOut& dw,
+             RmsLanes lanes) {
+  const auto bwd_row = rows_for<X, L, A>(lanes).second;
   const auto wp = rms_wprime(p, q, d.w.data());
   const int64_t n = q.n, n_pad = padded(n), chunk = kRmsDwChunkRows, nchunks = (q.rows + chunk - 1) / chunk;
-  const rms_vec::Cols cols(wp, n_pad);
+  const Cols cols(wp, n_pad);
   const bool vec = p.in.d == A;
   const int64_t wave = std::max<int64_t>(1, std::min<int64_t>(nchunks, 4 * tbb::this_task_arena::max_concurrency()));
-  std::vector<rms_vec::ColSums> part(static_cast<size_t>(wave), rms_vec::ColSums(n_pad));
+  std::vector<ColSums> part(static_cast<size_t>(wave), ColSums(n_pad));
   std::vector<FastDualPolicy::Sum> total(static_cast<size_t>(n));
   for (int64_t w0 = 0; w0 < nchunks; w0 += wave) {
     const int64_t w1 = std::min(nchunks, w0 + wave);
     tbb::parallel_for(w0, w1, [&](int64_t c) {
-      rms_vec::ColSums& sums = part[c - w0];
+      ColSums& sums = part[c - w0];
       sums.reset(n_pad);
-      rms_vec::BwdBufs b(n_pad);
+      BwdBufs b(n_pad);
       for (int64_t r = c * chunk; r < std::min(q.rows, (c + 1) * chunk); ++r) {
         d.x_row(r, b.x.data());
         d.dy_row(r, b.dy.data());
-        bwd_row<X, L, A>(p, q, r, d.rstd[r], wp, cols, vec, b, sums, dx);
+        bwd_row(p, q, r, d.rstd[r], wp, cols, vec, b, sums, dx);
       }
     });
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& jr) {
@@ -246,16 +371,17 @@ inline bool rms_fast_applies(const RmsParams& q) {
 
 /// rms_fwd_into(DualPolicy{&k}, q, d, true, sink) with y and rstd put into y and rstd.
 inline void rms_fwd_fast(const Contract& k, const RmsParams& q, const RmsSource& d, const RmsOut& y,
-                         const RmsOut& rstd) {
+                         const RmsOut& rstd, RmsLanes lanes = RmsLanes::best) {
   const FastDualPolicy p(&k);
-  rms_fast::dispatch(q, k.acc, [&]<DType X, bool L, DType A>() { rms_fast::fwd_all<X, L, A>(p, q, d, y, rstd); });
+  rms_fast::dispatch(q, k.acc,
+                     [&]<DType X, bool L, DType A>() { rms_fast::fwd_all<X, L, A>(p, q, d, y, rstd, lanes); });
 }
 
 /// rms_bwd_into(DualPolicy{&k}, q, d, true, sink) with dx and dW put into dx and dw.
 inline void rms_bwd_fast(const Contract& k, const RmsParams& q, const RmsSource& d, const RmsOut& dx,
-                         const RmsOut& dw) {
+                         const RmsOut& dw, RmsLanes lanes = RmsLanes::best) {
   const FastDualPolicy p(&k);
-  rms_fast::dispatch(q, k.acc, [&]<DType X, bool L, DType A>() { rms_fast::bwd_all<X, L, A>(p, q, d, dx, dw); });
+  rms_fast::dispatch(q, k.acc, [&]<DType X, bool L, DType A>() { rms_fast::bwd_all<X, L, A>(p, q, d, dx, dw, lanes); });
 }
 
 }  // namespace kv

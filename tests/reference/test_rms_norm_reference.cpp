@@ -190,8 +190,8 @@ void compare(const char* what, const OutBufs& f, const OutBufs& g, Compared& c) 
   for (size_t i = 0; i < f.v.size(); ++i) {
     SCOPED_TRACE(std::string(what) + "[" + std::to_string(i) + "]");
     ++c.elements;
-    if (std::memcmp(&f.v[i], &g.v[i], 8) || std::memcmp(&f.err[i], &g.err[i], 8) || std::memcmp(&f.lo[i], &g.lo[i], 8) ||
-        std::memcmp(&f.hi[i], &g.hi[i], 8) || f.unv[i] != g.unv[i])
+    if (std::memcmp(&f.v[i], &g.v[i], 8) || std::memcmp(&f.err[i], &g.err[i], 8) ||
+        std::memcmp(&f.lo[i], &g.lo[i], 8) || std::memcmp(&f.hi[i], &g.hi[i], 8) || f.unv[i] != g.unv[i])
       ++c.differing_bits;
     ASSERT_EQ(f.unv[i], g.unv[i]);
     if (!std::isfinite(g.v[i])) {
@@ -220,12 +220,12 @@ void contains_mpfr(const char* what, const OutBufs& f, const std::vector<kv::mpf
 }
 
 /// Runs both passes, forward and backward, on one setup; MPFR for small ones.
-void fast_vs_generic(const RefSetup& s, const kv::Contract& k, Compared& c, bool mpfr) {
+void fast_vs_generic(const RefSetup& s, const kv::Contract& k, Compared& c, bool mpfr, kv::RmsLanes lanes) {
   const kv::RmsSource src = kv::RmsSource::of(s.d, s.q.n);
   const size_t nel = static_cast<size_t>(s.q.rows * s.q.n);
   {
     OutBufs y(nel), rstd(static_cast<size_t>(s.q.rows));
-    kv::rms_fwd_fast(k, s.q, src, y.out(), rstd.out());
+    kv::rms_fwd_fast(k, s.q, src, y.out(), rstd.out(), lanes);
     auto g = kv::rms_fwd(kv::DualPolicy{&k}, s.q, s.d, false);
     compare("y", y, OutBufs::of(g.y), c);
     compare("rstd", rstd, OutBufs::of(g.rstd), c);
@@ -238,7 +238,7 @@ void fast_vs_generic(const RefSetup& s, const kv::Contract& k, Compared& c, bool
   }
   {
     OutBufs dx(nel), dw(static_cast<size_t>(s.q.n));
-    kv::rms_bwd_fast(k, s.q, src, dx.out(), dw.out());
+    kv::rms_bwd_fast(k, s.q, src, dx.out(), dw.out(), lanes);
     auto g = kv::rms_bwd(kv::DualPolicy{&k}, s.q, s.d, true);
     compare("dx", dx, OutBufs::of(g.dx), c);
     compare("dw", dw, OutBufs::of(g.dw), c);
@@ -251,11 +251,30 @@ void fast_vs_generic(const RefSetup& s, const kv::Contract& k, Compared& c, bool
   }
 }
 
+
+/// Every kind of lanes this build and CPU have.
+std::vector<kv::RmsLanes> available_lanes() {
+  std::vector<kv::RmsLanes> l;
+  for (auto k : {kv::RmsLanes::one, kv::RmsLanes::sse2, kv::RmsLanes::avx2})
+    if (kv::rms_lanes_available(k)) l.push_back(k);
+  return l;
+}
+
+/// Runs both passes, forward and backward, on one setup, on each kind of lanes; MPFR for
+/// small ones.
+void fast_vs_generic(const RefSetup& s, const kv::Contract& k, Compared& c, bool mpfr) {
+  for (kv::RmsLanes lanes : available_lanes()) {
+    SCOPED_TRACE("lanes " + std::to_string(static_cast<int>(lanes)));
+    fast_vs_generic(s, k, c, mpfr, lanes);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
 }  // namespace
 
 TEST(RmsReference, FastPassWithinGenericEnclosuresAndContainsMpfr) {
   // The fast pass is written to give the generic pass's bits; the comparison asserts the
   // weaker properties a sound fast pass must have, and the bit count the stronger one.
+  ASSERT_FALSE(available_lanes().empty());
   Compared c;
   uint64_t seed = 11;
   for (DType xd : {DType::bf16, DType::f16, DType::f32})
