@@ -21,7 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Every source with device code: kernels, calibration probes, the test-only kernels.
-SOURCES = ["kernels/rms_norm/cuda_kernels.cu", "check/calibrate_kernels.cu", "tests/test_impls_cuda.cu"]
+SOURCES = ["kernels/rms_norm/cuda_kernels.cu", "kernels/glu/cuda_kernels.cu", "check/calibrate_kernels.cu", "tests/test_impls_cuda.cu"]
 NVCC_FLAGS = ["-std=c++20", "--expt-relaxed-constexpr", "-I" + ROOT, "-I" + os.path.join(ROOT, "tests")]
 
 USED = re.compile(r"Used (\d+) registers")

@@ -10,6 +10,7 @@
 #include "ops/rope.hpp"
 #include "ops/rope_table.hpp"
 #ifdef KV_HAVE_CUDA
+#include "kernels/glu/cuda.hpp"
 #include "kernels/rms_norm/cuda.hpp"
 #endif
 
@@ -31,6 +32,7 @@ void register_builtin() {
   register_flce_ops(r);
 #ifdef KV_HAVE_CUDA
   register_cuda_rms_norm(r);
+  register_cuda_glu(r);
 #endif
 }
 

@@ -8,6 +8,7 @@
 #include "check/calibrate.hpp"
 #include "check/results.hpp"
 #include "core/cuda/cuda_device.hpp"
+#include "op_cases.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -52,6 +53,20 @@ TEST(Cuda, RmsNormPassesAcrossModesDtypesAndConfigs) {
           auto j = run_cuda(c);
           EXPECT_TRUE(j["verdict"] == "pass" || (j["verdict"] == "unverifiable" && std::string(mode) == "none"))
               << j["case"] << ": " << j["verdict"] << " " << j.value("reason", "");
+        }
+}
+
+TEST(Cuda, GluPassesAcrossDtypesDistsAndConfigs) {
+  REQUIRE_GPU();
+  for (const char* op : {"swiglu.fwd", "swiglu.bwd", "geglu.fwd", "geglu.bwd"})
+    for (const char* x : {"fp32", "fp16", "bf16"})
+      for (const char* dist : {"normal", "large", "wide"})
+        for (const char* nw : {"1", "32"}) {
+          kv::Case c = kvtest::op_case(op, {7, 333}, x, {}, dist, 3);
+          c.impl = "cuda";
+          c.config["num_warps"] = nw;
+          auto j = run_cuda(c);
+          EXPECT_EQ(j["verdict"], "pass") << j["case"] << ": " << j["verdict"] << " " << j.value("reason", "");
         }
 }
 

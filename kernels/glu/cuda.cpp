@@ -1,0 +1,92 @@
+// The CUDA SwiGLU/GeGLU impls: configs, contracts, determinism claims, layouts, launches.
+#include "kernels/glu/cuda.hpp"
+
+#include "core/error.hpp"
+#include "kernels/cuda_impl.hpp"
+#include "kernels/glu/cuda_launch.hpp"
+#include "kernels/host/host_impl.hpp"
+#include "kv_build_info.hpp"
+
+namespace kv {
+
+namespace {
+
+/// Addresses a tensor of shape (..., N) as rows x N with one row stride.
+std::optional<glucuda::Mat> as_mat(const DevView& v) {
+  const auto& d = v.desc;
+  auto st = d.effective_strides();
+  const size_t k = d.shape.size();
+  for (size_t i = 0; i + 2 < k; ++i)
+    if (d.shape[i + 1] != 1 && st[i] != st[i + 1] * d.shape[i + 1] && d.shape[i] != 1) return std::nullopt;
+  auto* base = static_cast<uint8_t*>(v.base) + d.offset * static_cast<int64_t>(dtype_size(d.dtype));
+  return glucuda::Mat{base, k >= 2 ? st[k - 2] : 0, st[k - 1]};
+}
+
+class CudaGlu : public CudaImpl {
+ public:
+  CudaGlu(bool geglu, bool bwd) : geglu_(geglu), bwd_(bwd) {}
+  std::string op() const override { return std::string(geglu_ ? "geglu" : "swiglu") + (bwd_ ? ".bwd" : ".fwd"); }
+  std::string name() const override { return "cuda"; }
+  std::string version() const override { return KV_IMPL_VERSION_CUDA_GLU; }
+  std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"8", "1", "2", "4", "16", "32"}}}; }
+
+  Contract contract(const Case& c, const DeviceProfile&) const override {
+    // Elementwise: no reductions. expf and tanhf carry CUDA's documented maximum error
+    // (CUDA C++ Programming Guide, Mathematical Functions: 2 ulp each, full range); division
+    // is IEEE (nvcc's default -prec-div=true). nvcc fuses multiply-adds: a fused result lies
+    // inside the enclosure of the two separate roundings.
+    Contract k = host_contract({}, 32);
+    k.math_ulps["exp"] = 2.0;
+    k.math_ulps["tanh"] = 2.0;
+    k.fma = true;
+    for (const char* t : bwd_ ? std::vector<const char*>{"da", "db"} : std::vector<const char*>{"c"})
+      k.determinism[t] = {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"};
+    return k;
+  }
+
+ protected:
+  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
+    return c.config_int("num_warps", 8) * p.warp_size;
+  }
+  std::vector<KernelRef> kernels(const Case& c) const override {
+    const DType x = c.dtypes.at("a");
+    return {{op() + "<" + std::string(dtype_name(x)) + ">", glucuda::kernel(x, geglu_, bwd_), 0}};
+  }
+  std::optional<std::string> layout_reason(const Case& c) const override {
+    for (auto& [name, l] : c.dtypes) {
+      if (l != c.dtypes.at("a")) return "every tensor must share a's dtype (" + name + " differs)";
+    }
+    for (auto& [name, l] : c.layout) {
+      if (l.strides.empty()) continue;
+      DevView v{nullptr, TensorDesc{name, DType::f32, c.shape, l.strides, l.offset}};
+      if (!as_mat(v)) return "layout of " + name + ": the kernel addresses rows with one stride";
+    }
+    return std::nullopt;
+  }
+  void launch(DevSet& d, const Case& c, const DeviceProfile&) const override {
+    const int64_t n = c.shape.empty() ? 1 : c.shape.back();
+    const int64_t rows = n == 0 ? 0 : numel(c.shape) / n;
+    auto mat = [&](const char* t) {
+      auto it = d.t.find(t);
+      if (it == d.t.end()) return glucuda::Mat{nullptr, 0, 0};
+      auto m = as_mat(it->second);
+      if (!m) throw UsageError(std::string("layout of ") + t + " not addressable by this kernel");
+      return *m;
+    };
+    glucuda::Args a{mat("a"), mat("b"), mat("c"), mat("dc"), mat("da"), mat("db"), rows, n,
+                    static_cast<int>(c.config_int("num_warps", 8) * 32)};
+    glucuda::launch(c.dtypes.at("a"), geglu_, bwd_, a, d.stream);
+  }
+
+ private:
+  bool geglu_, bwd_;
+};
+
+}  // namespace
+
+void register_cuda_glu(Registry& r) {
+  for (bool geglu : {false, true})
+    for (bool bwd : {false, true}) r.add(std::make_unique<CudaGlu>(geglu, bwd));
+}
+
+}  // namespace kv
