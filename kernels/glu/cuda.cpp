@@ -35,9 +35,10 @@ class CudaGlu : public CudaImpl {
     // (CUDA C++ Programming Guide, Mathematical Functions: 2 ulp each, full range); division
     // is IEEE (nvcc's default -prec-div=true). nvcc fuses multiply-adds: a fused result lies
     // inside the enclosure of the two separate roundings.
+    // Only the functions the kernels call: the runner holds every declared one to the
+    // device's calibration (rsqrtf measures 1.51 ulp on an H100, above the host's 1).
     Contract k = host_contract({}, 32);
-    k.math_ulps["exp"] = 2.0;
-    k.math_ulps["tanh"] = 2.0;
+    k.math_ulps = {{"exp", 2.0}, {"tanh", 2.0}};
     k.fma = true;
     for (const char* t : bwd_ ? std::vector<const char*>{"da", "db"} : std::vector<const char*>{"c"})
       k.determinism[t] = {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"};
