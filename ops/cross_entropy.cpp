@@ -89,10 +89,7 @@ class CrossEntropyOp : public PolicyOp<CrossEntropyOp> {
 }  // namespace
 
 void register_cross_entropy_ops(Registry& r) {
-  for (bool bwd : {false, true}) {
-    r.add(std::make_unique<CrossEntropyOp>(bwd));
-    r.add(std::make_unique<HostImpl<CrossEntropyOp>>(bwd));
-  }
+  add_op_with_host_impl<CrossEntropyOp>(r);
 }
 
 void register_cross_entropy_faults(Registry& r) {

@@ -131,10 +131,7 @@ class FlceOp : public PolicyOp<FlceOp> {
 }  // namespace
 
 void register_flce_ops(Registry& r) {
-  for (bool bwd : {false, true}) {
-    r.add(std::make_unique<FlceOp>(bwd));
-    r.add(std::make_unique<HostImpl<FlceOp>>(bwd));
-  }
+  add_op_with_host_impl<FlceOp>(r);
 }
 
 void register_flce_faults(Registry& r) {

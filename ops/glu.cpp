@@ -79,12 +79,8 @@ void add_faults(Registry& r, bool bwd) {
 }  // namespace
 
 void register_glu_ops(Registry& r) {
-  for (bool bwd : {false, true}) {
-    r.add(std::make_unique<GluOp<false>>(bwd));
-    r.add(std::make_unique<GluOp<true>>(bwd));
-    r.add(std::make_unique<HostImpl<GluOp<false>>>(bwd));
-    r.add(std::make_unique<HostImpl<GluOp<true>>>(bwd));
-  }
+  add_op_with_host_impl<GluOp<false>>(r);
+  add_op_with_host_impl<GluOp<true>>(r);
 }
 
 void register_glu_faults(Registry& r) {

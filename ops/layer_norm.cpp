@@ -112,10 +112,7 @@ class LayerNormOp : public PolicyOp<LayerNormOp> {
 }  // namespace
 
 void register_layer_norm_ops(Registry& r) {
-  for (bool bwd : {false, true}) {
-    r.add(std::make_unique<LayerNormOp>(bwd));
-    r.add(std::make_unique<HostImpl<LayerNormOp>>(bwd));
-  }
+  add_op_with_host_impl<LayerNormOp>(r);
 }
 
 void register_layer_norm_faults(Registry& r) {

@@ -155,10 +155,7 @@ class RopeOp : public PolicyOp<RopeOp> {
 }  // namespace
 
 void register_rope_ops(Registry& r) {
-  for (bool bwd : {false, true}) {
-    r.add(std::make_unique<RopeOp>(bwd));
-    r.add(std::make_unique<HostImpl<RopeOp>>(bwd));
-  }
+  add_op_with_host_impl<RopeOp>(r);
 }
 
 void register_rope_faults(Registry& r) {

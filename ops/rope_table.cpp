@@ -69,8 +69,7 @@ class RopeTableOp : public PolicyOp<RopeTableOp> {
 }  // namespace
 
 void register_rope_table_ops(Registry& r) {
-  r.add(std::make_unique<RopeTableOp>(false));
-  r.add(std::make_unique<HostImpl<RopeTableOp>>(false));
+  add_op_with_host_impl<RopeTableOp>(r, {false});  // no backward
 }
 
 void register_rope_table_faults(Registry& r) {

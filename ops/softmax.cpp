@@ -72,10 +72,7 @@ class SoftmaxOp : public PolicyOp<SoftmaxOp> {
 }  // namespace
 
 void register_softmax_ops(Registry& r) {
-  for (bool bwd : {false, true}) {
-    r.add(std::make_unique<SoftmaxOp>(bwd));
-    r.add(std::make_unique<HostImpl<SoftmaxOp>>(bwd));
-  }
+  add_op_with_host_impl<SoftmaxOp>(r);
 }
 
 void register_softmax_faults(Registry& r) {

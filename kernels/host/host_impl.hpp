@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 
 #include "kernels/host/host_policy.hpp"
@@ -107,6 +108,16 @@ class HostImpl : public Impl {
     t.store(i, r);
   }
 };
+
+/// Registers the binding D and its host impl, forward and backward (or the given
+/// directions only).
+template <class D>
+void add_op_with_host_impl(Registry& r, std::initializer_list<bool> dirs = {false, true}) {
+  for (bool bwd : dirs) {
+    r.add(std::make_unique<D>(bwd));
+    r.add(std::make_unique<HostImpl<D>>(bwd));
+  }
+}
 
 }  // namespace kv
 
