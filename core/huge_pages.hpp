@@ -10,9 +10,6 @@ namespace kv {
 /// Buffers of at least this many bytes get huge pages.
 inline constexpr std::size_t kHugeMin = std::size_t(4) << 20;
 
-/// Asks for huge pages on the 2 MiB-aligned part of [p, p + bytes) (before first touch);
-/// no effect below kHugeMin or where the kernel declines.
-void advise_huge(void* p, std::size_t bytes) noexcept;
 /// 2 MiB-aligned memory with huge pages requested; throws std::bad_alloc.
 void* huge_alloc(std::size_t bytes);
 void huge_free(void* p) noexcept;

@@ -48,7 +48,7 @@ inline void ce_fill_targets(const Case& c, TensorView t, int64_t v) {
 
 /// The reduction's divisor: sum of w_t over rows not ignored (a count without weights).
 template <class P>
-typename P::T ce_weight_sum(const P& p, const CeParams& q, const std::vector<double>& target, const double* w) {
+typename P::T ce_weight_sum(const P& p, const CeParams& q, const DoubleBuf& target, const double* w) {
   typename P::T out = p.c(0);
   const int64_t rows = static_cast<int64_t>(target.size());
   column_sums(
@@ -71,7 +71,7 @@ typename P::T ce_wbar(const P& p, const CeParams& q, const double* w) {
 }
 
 /// Rows whose target is not ignore_index.
-inline int64_t numel_nonignored(const CeParams& q, const std::vector<double>& target) {
+inline int64_t numel_nonignored(const CeParams& q, const DoubleBuf& target) {
   int64_t n = 0;
   for (double t : target) n += static_cast<int64_t>(t) != q.ignore_index;
   return n;
@@ -79,7 +79,7 @@ inline int64_t numel_nonignored(const CeParams& q, const std::vector<double>& ta
 
 /// Loss output: per row (none) or the reduced scalar. row_loss(r) gives row r's loss.
 template <class P, class S, class RowLoss>
-void ce_emit_loss(const P& p, const CeParams& q, int64_t rows, const std::vector<double>& target, const double* w,
+void ce_emit_loss(const P& p, const CeParams& q, int64_t rows, const DoubleBuf& target, const double* w,
                   S& sink, RowSet rs, bool parallel, RowLoss&& row_loss) {
   using T = typename P::T;
   if (q.reduction == CeReduction::none) {
@@ -101,7 +101,7 @@ void ce_emit_loss(const P& p, const CeParams& q, int64_t rows, const std::vector
 
 /// The gradient's scale for row r: dloss (per row under none), over the weight sum under mean.
 template <class P>
-typename P::T ce_scale(const P& p, const CeParams& q, const std::vector<double>& dloss, int64_t r,
+typename P::T ce_scale(const P& p, const CeParams& q, const DoubleBuf& dloss, int64_t r,
                        const typename P::T& wsum, bool any_valid) {
   if (q.reduction == CeReduction::none) return p.c(dloss[r]);
   if (q.reduction == CeReduction::sum) return p.c(dloss[0]);

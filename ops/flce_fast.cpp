@@ -95,7 +95,7 @@ struct AbsFloat {
   Buf<float> a;
   double lo = kInf, hi = 0;
 };
-AbsFloat abs_float(const std::vector<double>& in) {
+AbsFloat abs_float(const DoubleBuf& in) {
   AbsFloat r;
   r.a.resize(in.size());
   const int64_t n = static_cast<int64_t>(in.size()), chunk = 1 << 16;

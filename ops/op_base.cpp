@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "core/huge_pages.hpp"
 
 namespace kv {
 
@@ -15,8 +14,6 @@ OpInputs OpInputs::read(const std::vector<TensorSpec>& specs, const TensorSet& t
     auto v = ts.view(t.name);
     auto& out = in.v_[t.name];
     const int64_t n = v.desc.numel();
-    out.reserve(static_cast<size_t>(n));
-    advise_huge(out.data(), static_cast<size_t>(n) * sizeof(double));  // before the first touch
     out.resize(static_cast<size_t>(n));
     const int64_t chunk = 1 << 16;
     par_rows((n + chunk - 1) / chunk, true,
@@ -59,7 +56,7 @@ void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEncl
   }
 }
 
-const std::vector<double>& OpInputs::operator[](const std::string& name) const {
+const DoubleBuf& OpInputs::operator[](const std::string& name) const {
   auto it = v_.find(name);
   if (it == v_.end()) throw HarnessError("no input tensor '" + name + "'");
   return it->second;

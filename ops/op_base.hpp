@@ -21,16 +21,17 @@
 
 namespace kv {
 
-/// Exact values of a case's input tensors (every stored number is exact in double).
+/// Exact values of a case's input tensors (every stored number is exact in double), in
+/// buffers the parallel read touches first (no serial zero fill; huge pages when large).
 class OpInputs {
  public:
   static OpInputs read(const std::vector<TensorSpec>& specs, const TensorSet& ts);
-  const std::vector<double>& operator[](const std::string& name) const;
+  const DoubleBuf& operator[](const std::string& name) const;
   bool has(const std::string& name) const { return v_.count(name) != 0; }
-  std::vector<double>& mut(const std::string& name) { return v_[name]; }
+  DoubleBuf& mut(const std::string& name) { return v_[name]; }
 
  private:
-  std::map<std::string, std::vector<double>> v_;
+  std::map<std::string, DoubleBuf> v_;
 };
 
 /// The rows a computation covers: all, or those a refinement recomputes.
