@@ -63,6 +63,8 @@ struct SumBound {
   /// S <= (s + E) / (1 - gamma): E bounds what the flushes lost, each loss carried through
   /// the remaining operations (a factor below 2, taken as 2).
   double mag(float s) const { return rup((static_cast<double>(s) + mag_eta) * mag_scale); }
+  /// The double value's error given the magnitude bound S, before rounding up.
+  double err(double S) const { return g53 * S + eta53; }
 };
 
 /// The contract of one reduced axis as the generic EncSum::contract applies it.
@@ -143,10 +145,10 @@ struct GradSum {
   static float scaled_up(double x) { return f_up(std::ldexp(x, kExp)); }
   double unscale(float s) const { return rup(std::ldexp(sb.mag(s), -kExp)); }
   /// The double value's own error.
-  double mid_bound(float a_hat) const { return rup(sb.g53 * unscale(a_hat) + sb.eta53); }
+  double mid_bound(float a_hat) const { return rup(sb.err(unscale(a_hat))); }
   Dual at(double m, float a_hat, float r_hat, float f_hat, bool unv) const {
     const double A = unscale(a_hat), R = unscale(r_hat);
-    const double mid = sb.g53 * A + sb.eta53;  // the double value's own error
+    const double mid = sb.err(A);  // the double value's own error
     Enc ref{m, rup(mid + unscale(f_hat)), false};
     const double T = rup(R * (1.0 + ar.u) + A * (0x1p-53 + ar.u * (1.0 + 0x1p-52)) +
                          static_cast<double>(n) * (0x1p-1074 * (1.0 + ar.u) + ar.eta));
@@ -185,7 +187,7 @@ struct Chunk {
 class FlceFast {
  public:
   FlceFast(const Case& c, const OpInputs& in, const Contract& k, bool bwd)
-      : c_(c), in_(in), k_(k), bwd_(bwd), p_(&k), gemm_(gemm_table()) {
+      : in_(in), k_(k), bwd_(bwd), p_(&k), gemm_(gemm_table()) {
     g_ = {c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true"};
     q_ = ce_params(c, g_.v);
     x_ = in["x"].data();
@@ -218,7 +220,7 @@ class FlceFast {
         times_.lap("logits");
         par_rows(ch.n, true, [&](int64_t i) {
           const int64_t r = ch.r0 + i;
-          auto l = logit_row(i);
+          auto l = logit_row(ch, i);
           loss[r] = ce_row_loss(p_, q_, l.data(), nullptr, static_cast<int64_t>(in_["target"][r]));
         });
         times_.lap("ce");
@@ -243,7 +245,6 @@ class FlceFast {
   /// L = x W^T and its magnitudes for the chunk's rows.
   void logits(const Chunk& ch) {
     const int64_t v = g_.v, h = g_.h;
-    ch_r0_ = ch.r0;
     lm_.resize(static_cast<size_t>(ch.n * v));
     ls_.resize(static_cast<size_t>(ch.n * v));
     tiles(ch.n, v, ch.n, 1024, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -261,7 +262,21 @@ class FlceFast {
     for (auto [i, v] : {std::pair<int64_t, int64_t>{0, 0}, {ch.n - 1, g_.v - 1}}) {
       const int64_t e = i * g_.v + v;
       smp.push_back({"logit (" + std::to_string(ch.r0 + i) + ", " + std::to_string(v) + ")", x_ + (ch.r0 + i) * g_.h,
-                     1, w_ + v * g_.h, 1, g_.h, lm_[e], rup(sb.g53 * sb.mag(ls_[e]) + sb.eta53)});
+                     1, w_ + v * g_.h, 1, g_.h, lm_[e], rup(sb.err(sb.mag(ls_[e])))});
+    }
+    certify_samples(smp);
+    sampled_ += static_cast<int>(smp.size());
+  }
+
+  /// Certification samples of the first chunk's dx sums (G's rows times W's columns).
+  void certify_dx(const Chunk& ch, const Buf<double>& gm, const Buf<double>& dxm, const Buf<float>& dxa,
+                  const GradSum& dx_sum) {
+    const int64_t v = g_.v, h = g_.h;
+    std::vector<ProductSample> smp;
+    for (auto [i, kk] : {std::pair<int64_t, int64_t>{0, 0}, {ch.n - 1, h - 1}}) {
+      const int64_t e = i * h + kk;
+      smp.push_back({"dx (" + std::to_string(ch.r0 + i) + ", " + std::to_string(kk) + ")", gm.data() + i * v, 1,
+                     w_ + kk, h, v, dxm[e], dx_sum.mid_bound(dxa[e])});
     }
     certify_samples(smp);
     sampled_ += static_cast<int>(smp.size());
@@ -272,7 +287,7 @@ class FlceFast {
   /// g53 S; under the contract each product is rounded to the accumulator unless it is
   /// known to be an accumulator number, then the "h" axis's contract applies (as in
   /// flce_logits_row), then the bias is added in the accumulator.
-  std::vector<Dual> logit_row(int64_t i) const {
+  std::vector<Dual> logit_row(const Chunk& ch, int64_t i) const {
     const SumBound sb(g_.h);
     const AccRound ar(k_);
     const AxisContract ax(k_, "h");
@@ -281,10 +296,10 @@ class FlceFast {
       const double m = lm_[i * g_.v + v];
       const double S = sb.mag(ls_[i * g_.v + v]);
       Dual d;
-      if (x_zero_[static_cast<size_t>(ch_r0_ + i)]) {
+      if (x_zero_[static_cast<size_t>(ch.r0 + i)]) {
         d = {enc_exact(m), enc_exact(m)};  // every product is an exact zero
       } else {
-        d.ref = Enc{m, rup(sb.g53 * S + sb.eta53), false};
+        d.ref = Enc{m, rup(sb.err(S)), false};
         const double tr = logit_prod_exact_ ? 0.0 : rup(ar.u * S + static_cast<double>(g_.h) * ar.eta);
         d.con = ax.apply(Enc{m, rup(d.ref.r + tr), false}, rup(S + tr), false);
       }
@@ -320,7 +335,7 @@ class FlceFast {
       if (b_) gd.resize(gm.size());
       par_rows(ch.n, true, [&](int64_t i) {
         const int64_t r = ch.r0 + i;
-        auto l = logit_row(i);
+        auto l = logit_row(ch, i);
         std::vector<Dual> g(static_cast<size_t>(v));
         ce_row_grad(p_, q_, l.data(), nullptr, static_cast<int64_t>(target[r]), wbar,
                     ce_scale(p_, q_, in_["dloss"], r, wsum, any), g.data());
@@ -357,16 +372,7 @@ class FlceFast {
         gemm_.s(GemmOp::nn, i1 - i0, j1 - j0, v, gf.data() + i0 * v, v, wa_.a.data() + j0, h, dxf.data() + i0 * h + j0,
                 h, false);
       });
-      if (r0 == 0) {
-        std::vector<ProductSample> smp;
-        for (auto [i, kk] : {std::pair<int64_t, int64_t>{0, 0}, {ch.n - 1, h - 1}}) {
-          const int64_t e = i * h + kk;
-          smp.push_back({"dx (" + std::to_string(i) + ", " + std::to_string(kk) + ")", gm.data() + i * v, 1, w_ + kk, h,
-                         v, dxm[e], dx_sum.mid_bound(dxa[e])});
-        }
-        certify_samples(smp);
-        sampled_ += static_cast<int>(smp.size());
-      }
+      if (r0 == 0) certify_dx(ch, gm, dxm, dxa, dx_sum);
       times_.lap("dx gemm");
       par_rows(ch.n, true, [&](int64_t i) {
         const int64_t r = ch.r0 + i;
@@ -418,7 +424,6 @@ class FlceFast {
   }
 
   PhaseTimes times_;  // first: it times the constructor too
-  const Case& c_;
   const OpInputs& in_;
   const Contract& k_;
   bool bwd_;
@@ -431,7 +436,6 @@ class FlceFast {
   bool logit_prod_exact_ = false;
   int sampled_ = 0;  // certification samples checked
   std::vector<char> x_zero_;  // rows of x that are all zeros
-  int64_t ch_r0_ = 0;         // first row of the chunk in lm_/ls_
   Buf<double> lm_;  // the chunk's logits (double)
   Buf<float> ls_;   // and their magnitude sums (float)
 };
