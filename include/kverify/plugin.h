@@ -1,0 +1,106 @@
+/* kverify plugin ABI: a shared library registers implementations of kverify's ops.
+ *
+ * A plugin exports two C functions:
+ *   uint32_t kverify_plugin_abi_version(void);           returns KV_PLUGIN_ABI_VERSION
+ *   int kverify_plugin_register(const kv_registrar* r);  calls r->add_impl once per impl
+ * kverify loads it with `--plugin path.so` (repeatable), checks the ABI version before
+ * calling anything else, and refuses a mismatch with a clear error (the run goes on; the
+ * plugin's cases are reported as `error`).
+ *
+ * kverify owns every buffer: it generates the inputs, poisons the outputs, puts canaries
+ * around both, and for a "cuda" impl mirrors them to the GPU before `launch` and copies
+ * them back after synchronizing the stream. The plugin only computes. Everything it needs
+ * to know about the case (op, config knobs, attributes, tensors) is in kv_call.
+ *
+ * Contracts are JSON in kverify's schema (see `kverify list --json` for each op's axes):
+ *   {"acc": "fp32", "fma": true, "ftz": false, "math_ulps": {"rsqrt": 2},
+ *    "reductions": {"row": {"serial": 16, "depth": 8, "partials": 0}},
+ *    "determinism": {"y": ["run_to_run", "gpu_invariant", "batch_invariant"]}}
+ */
+#ifndef KVERIFY_PLUGIN_H
+#define KVERIFY_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KV_PLUGIN_ABI_VERSION 1u
+
+/* Return codes of the callbacks. */
+#define KV_OK 0
+#define KV_ERROR 1       /* message holds the error; the case becomes `error` */
+#define KV_UNSUPPORTED 2 /* contract(): this impl cannot run this case; message says why */
+
+typedef enum kv_dtype { KV_F32 = 0, KV_F16 = 1, KV_BF16 = 2, KV_I32 = 3 } kv_dtype;
+
+/* One tensor: data points at its first element (host memory for "host" impls, device
+ * memory for "cuda" impls); strides are in elements, row-major logical order. */
+typedef struct kv_tensor {
+  const char* name;
+  void* data;
+  kv_dtype dtype;
+  int32_t ndim;
+  const int64_t* shape;
+  const int64_t* strides;
+  int32_t is_output;
+} kv_tensor;
+
+typedef struct kv_pair {
+  const char* key;
+  const char* value;
+} kv_pair;
+
+/* One call for one case. Attribute values are kverify's canonical strings: real numbers
+ * as C99 hex floats (strtod reads them exactly), choices and integers as written. */
+typedef struct kv_call {
+  const char* op;       /* e.g. "rms_norm.fwd" */
+  const char* impl;     /* the impl name the plugin registered */
+  const char* case_str; /* the one-line replay string */
+  int32_t n_config;
+  const kv_pair* config;
+  int32_t n_attrs;
+  const kv_pair* attrs;
+  int32_t n_tensors; /* inputs then outputs, in the op's order; 0 in contract() */
+  const kv_tensor* tensors;
+  const int64_t* shape; /* the case's shape (e.g. rows x N) */
+  int32_t ndim;
+  void* stream; /* cudaStream_t for "cuda" impls, NULL for "host" */
+  char* message; /* out: contract JSON, a reason or an error (NUL-terminated) */
+  size_t message_cap;
+} kv_call;
+
+typedef struct kv_impl_desc {
+  uint32_t struct_size; /* sizeof(kv_impl_desc) */
+  const char* op;       /* an op kverify knows, e.g. "rms_norm.fwd" */
+  const char* impl;     /* a name of your choice, unique per op */
+  const char* device;   /* "cuda" or "host" */
+  const char* version;  /* changes when the numerics may change (for version drift) */
+  /* Config knobs, ';'-separated, values '|'-separated, the first the default:
+   * "num_warps=8|1|2|4|16|32;dw=per_sm|atomics". NULL or "" for none. */
+  const char* knobs;
+  /* Writes the contract for call's case (JSON, see above) into call->message; or returns
+   * KV_UNSUPPORTED with the reason (launch validation: shapes, dtypes, configs). */
+  int (*contract)(const kv_call* call);
+  /* Computes the outputs. For "cuda" impls: enqueue on call->stream; kverify checks
+   * cudaGetLastError() and synchronizes. */
+  int (*launch)(const kv_call* call);
+} kv_impl_desc;
+
+typedef struct kv_registrar {
+  uint32_t abi_version;
+  void* ctx;
+  /* Returns KV_OK, or KV_ERROR after printing why (unknown op, duplicate name, ...). */
+  int (*add_impl)(void* ctx, const kv_impl_desc* desc);
+} kv_registrar;
+
+typedef uint32_t (*kv_plugin_abi_version_fn)(void);
+typedef int (*kv_plugin_register_fn)(const kv_registrar* r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVERIFY_PLUGIN_H */
