@@ -15,6 +15,7 @@
 #include "cli/supervisor.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "ext/extensions.hpp"
 #include "kv_default_suite.hpp"
 #include "kv_standard_suite.hpp"
 #include "reports/summary.hpp"
@@ -34,7 +35,15 @@ struct Common {
   std::string profile;
   double timeout_s = 600;
   std::string out = "out";
+  ExtensionOptions ext;
 };
+
+void add_extension_options(CLI::App* app, ExtensionOptions& o) {
+  app->add_option("--plugin", o.plugins, "a plugin (.so) registering impls (repeatable; include/kverify/plugin.h)");
+  app->add_option("--worker", o.worker, "an external worker command, started once (examples/worker/PROTOCOL.md)");
+  app->add_option("--worker-timeout", o.worker_timeout_s, "watchdog seconds per worker request (default 300)")
+      ->check(CLI::PositiveNumber);
+}
 
 void add_common(CLI::App* app, Common& c) {
   app->add_option("--device", c.device, "cuda|host (default: cuda when a GPU is present, else host)")
@@ -43,6 +52,7 @@ void add_common(CLI::App* app, Common& c) {
   app->add_option("--timeout", c.timeout_s, "watchdog seconds per case (the worker is killed and restarted)")
       ->check(CLI::PositiveNumber);
   app->add_option("--out", c.out, "output directory (results.jsonl is appended to; summary.html)");
+  add_extension_options(app, c.ext);
 }
 
 RunEnv make_env(const Common& c) {
@@ -70,16 +80,33 @@ RunEnv make_env(const Common& c) {
   return env;
 }
 
-std::vector<std::string> worker_args(const Common& c, const RunEnv& env) {
+std::vector<std::string> worker_args(const Common& c, const RunEnv& env, const Extensions& ext) {
   std::vector<std::string> a = {"__worker", "--device", env.device.kind, "--run-id", env.run_id};
   if (!c.profile.empty()) a.insert(a.end(), {"--device-profile", c.profile});
+  for (auto& x : ext.worker_args()) a.push_back(x);
   return a;
 }
 
-/// Validates a case against the device before it is queued: invalid configs are usage errors.
+/// Loads the run's plugins and starts its worker; says on stderr what could not be used.
+std::unique_ptr<Extensions> load_extensions(const Common& c, const RunEnv& env) {
+  auto ext = std::make_unique<Extensions>(c.ext, c.out, env.device);
+  for (auto& f : ext->failures()) std::cerr << "kverify: " << f.source << " unusable, its cases will be errors: " << f.reason << "\n";
+  return ext;
+}
+
+/// Validates a case against the device before it is queued: invalid configs are usage
+/// errors. An impl that cannot even answer (a crashed worker) reports it when the case runs.
 void check_runnable(const Case& c, const RunEnv& env) {
   const Impl& impl = registry().impl(c.op, c.impl);
-  if (auto why = impl.invalid_reason(c, env.device.profile)) throw UsageError("invalid config: " + *why);
+  std::optional<std::string> why;
+  try {
+    why = impl.invalid_reason(c, env.device.profile);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception&) {
+    return;
+  }
+  if (why) throw UsageError("invalid config: " + *why);
 }
 
 std::string brief(const nlohmann::json& j) {
@@ -135,16 +162,18 @@ std::vector<Case> shard_of(const std::vector<Case>& cases, const std::string& sp
 }
 
 /// Runs cases through the worker, appending each result as it finishes.
-int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, bool quiet) {
+int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, bool quiet, Extensions& ext) {
   const std::vector<Case> cases = shard_of(group_by_input(in, env.device.profile), c.shard);
   std::filesystem::create_directories(c.out);
   std::string results = (std::filesystem::path(c.out) / "results.jsonl").string();
   ResultsWriter w(results);
-  Supervisor sup(worker_args(c, env), c.timeout_s);
+  Supervisor sup(worker_args(c, env, ext), c.timeout_s);
+  if (ext.has_worker()) sup.set_relay([&ext](const nlohmann::json& req) { return ext.relay(req); });
   std::map<std::string, int64_t> counts;
   size_t i = 0;
   for (auto& cs : cases) {
-    auto j = sup.run(cs, env);
+    auto why = unavailable_reason(registry().impl(cs.op, cs.impl));
+    auto j = why ? error_result(cs, env, *why) : sup.run(cs, env);
     w.append(j);
     ++counts[j.value("verdict", "error")];
     ++i;
@@ -177,12 +206,15 @@ int cmd_list(bool json_out) {
       sample.impl = im->name();
       sample.shape = op->example_shape();
       sample.dtypes["x"] = DType::bf16;
-      reg.normalize(sample);
-      impls.push_back({{"impl", im->name()},
-                       {"device", im->device()},
-                       {"knobs", knobs},
-                       {"contract_example", {{"case", sample.str()},
-                                             {"contract", im->contract(sample, host_device().profile).to_json()}}}});
+      nlohmann::json example = {{"case", ""}};
+      try {  // an external impl may not support the sample case, or not answer
+        reg.normalize(sample);
+        example["case"] = sample.str();
+        example["contract"] = im->contract(sample, host_device().profile).to_json();
+      } catch (const std::exception& e) {
+        example["error"] = e.what();
+      }
+      impls.push_back({{"impl", im->name()}, {"device", im->device()}, {"knobs", knobs}, {"contract_example", example}});
     }
     o["impls"] = impls;
     j.push_back(o);
@@ -212,8 +244,11 @@ int cmd_list(bool json_out) {
         for (auto& x : v) append_sep(vals, "|", x.get<std::string>());
         std::cout << "    " << k << " = " << vals << "\n";
       }
-      std::cout << "    contract at " << im["contract_example"]["case"].get<std::string>() << ":\n      "
-                << im["contract_example"]["contract"].dump() << "\n";
+      const auto& ex = im["contract_example"];
+      if (ex.contains("contract"))
+        std::cout << "    contract at " << ex["case"].get<std::string>() << ":\n      " << ex["contract"].dump() << "\n";
+      else
+        std::cout << "    contract: " << ex["error"].get<std::string>() << "\n";
     }
   }
   return 0;
@@ -227,8 +262,10 @@ int kverify_main(int argc, char** argv) {
   app.set_help_all_flag("--help-all");
 
   bool list_json = false;
+  Common lc;
   auto* list = app.add_subcommand("list", "ops, impls, their valid configs and contracts");
   list->add_flag("--json", list_json, "machine-readable output");
+  add_extension_options(list, lc.ext);
 
   Common rc;
   std::vector<std::string> ops, impls, dtypes, shapes, dists, configs;
@@ -280,6 +317,10 @@ int kverify_main(int argc, char** argv) {
   worker->add_option("--device", wc.device);
   worker->add_option("--device-profile", wc.profile);
   worker->add_option("--run-id", worker_run_id);
+  std::vector<std::string> worker_plugins;
+  std::string worker_external;
+  worker->add_option("--plugin", worker_plugins);
+  worker->add_option("--external", worker_external);
 
   try {
     app.parse(argc, argv);
@@ -290,7 +331,12 @@ int kverify_main(int argc, char** argv) {
   }
 
   try {
-    if (*list) return cmd_list(list_json);
+    if (*list) {
+      RunEnv env = make_env(lc);
+      auto ext = load_extensions(lc, env);
+      int rc = cmd_list(list_json);
+      return ext->failures().empty() ? rc : 1;
+    }
     if (*summary) {
       auto lines = read_results(sum_results, sum_run);
       write_summary_html(sum_out, lines, sum_run.empty() ? "all runs in " + sum_results : sum_run);
@@ -304,7 +350,7 @@ int kverify_main(int argc, char** argv) {
       // Contracts are held to what this GPU's math functions measurably do.
       if (env.device.kind == "cuda") env.measured_ulps = calibrate_math().max_ulps;
 #endif
-      return worker_main(env);
+      return worker_main(env, [&](FILE* to_parent) { load_extensions_in_worker(worker_plugins, worker_external, to_parent); });
     }
     if (*calib) {
 #ifdef KV_HAVE_CUDA
@@ -339,12 +385,15 @@ int kverify_main(int argc, char** argv) {
     if (*replay) {
       RunEnv env = make_env(pc);
       Case c = Case::parse(replay_case);
+      auto ext = load_extensions(pc, env);
+      ext->register_stand_ins({c.op}, {c.impl}, env.device.kind);
       registry().normalize(c);
       check_runnable(c, env);
-      return run_cases({c}, pc, env, false);
+      return run_cases({c}, pc, env, false, *ext);
     }
     if (*run) {
       RunEnv env = make_env(rc);
+      auto ext = load_extensions(rc, env);
       std::vector<SuiteEntry> entries;
       bool selection = !ops.empty() || !impls.empty() || !dtypes.empty() || !shapes.empty() || !configs.empty() ||
                        !attrs.empty() || !dists.empty() || !seeds.empty();
@@ -357,6 +406,7 @@ int kverify_main(int argc, char** argv) {
                                             : parse_suite(kDefaultSuiteJson, "the default suite");
       } else {
         if (ops.empty()) throw UsageError("--op is required with selection options");
+        ext->register_stand_ins(ops, impls, env.device.kind);
         SuiteEntry e;
         e.ops = ops;
         e.impls = impls;
@@ -384,10 +434,11 @@ int kverify_main(int argc, char** argv) {
           }
         }
         if (cases.empty()) throw UsageError("the selection gives no cases (no impl of the op on device " + env.device.kind + ")");
-        return run_cases(cases, rc, env, quiet);
+        return run_cases(cases, rc, env, quiet, *ext);
       }
       auto cases = expand_suite(entries, env.device.kind);
-      return run_cases(cases, rc, env, quiet);
+      int code = run_cases(cases, rc, env, quiet, *ext);
+      return ext->failures().empty() ? code : 1;
     }
   } catch (const UsageError& e) {
     std::cerr << "kverify: " << e.what() << "\n";

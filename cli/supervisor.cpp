@@ -94,8 +94,24 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
     if (nl != std::string::npos) {
       std::string answer = pending_.substr(0, nl);
       pending_.erase(0, nl + 1);
+      nlohmann::json j;
       try {
-        auto j = nlohmann::json::parse(answer);
+        j = nlohmann::json::parse(answer);
+      } catch (const std::exception&) {
+        j = nullptr;
+      }
+      if (j.is_object() && j.contains("external")) {  // the case asks the external worker
+        auto t0 = Clock::now();
+        nlohmann::json a = relay_ ? relay_(j["external"]) : nlohmann::json{{"external_error", "this run has no worker"}};
+        std::string back = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+        if (write(to_child_, back.data(), back.size()) != static_cast<ssize_t>(back.size())) {
+          std::string how = stop(true);
+          return error_result(c, env, "worker died during the case (" + how + "); restarted");
+        }
+        deadline += Clock::now() - t0;
+        continue;
+      }
+      try {
         if (!j.is_object() || !j.contains("verdict")) throw std::runtime_error("no verdict");
         if (j.value("worker_exit", false)) stop(false);  // it exits after a sticky error
         return j;
@@ -124,10 +140,11 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
   }
 }
 
-int worker_main(const RunEnv& env) {
+int worker_main(const RunEnv& env, const std::function<void(FILE*)>& setup) {
   int proto = dup(1);
   dup2(2, 1);
   FILE* out = fdopen(proto, "w");
+  if (setup) setup(out);
   RefCache cache;
   std::string line;
   while (std::getline(std::cin, line)) {

@@ -4,6 +4,8 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,8 +25,12 @@ class Supervisor {
   /// Runs one normalized case in the worker; never throws.
   nlohmann::json run(const Case& c, const RunEnv& env);
   int restarts() const { return restarts_; }
+  /// Answers `{"external": req}` lines the worker writes while a case runs (requests to
+  /// an external worker the parent owns); the watchdog does not count their time.
+  void set_relay(std::function<nlohmann::json(const nlohmann::json&)> f) { relay_ = std::move(f); }
 
  private:
+  std::function<nlohmann::json(const nlohmann::json&)> relay_;
   std::vector<std::string> args_;
   double timeout_s_;
   pid_t pid_ = -1;
@@ -41,6 +47,7 @@ class Supervisor {
 /// The worker side: reads case lines on stdin, answers one JSON line each on the
 /// original stdout (stdout itself is pointed at stderr so stray prints cannot corrupt
 /// the protocol).
-int worker_main(const RunEnv& env);
+/// `setup` runs once the protocol stream exists (it loads plugins and the relay).
+int worker_main(const RunEnv& env, const std::function<void(FILE* to_parent)>& setup = {});
 
 }  // namespace kv

@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <limits>
+#include <set>
 
 #include "core/error.hpp"
 
@@ -42,6 +43,89 @@ nlohmann::json Contract::to_json() const {
   j["reductions"] = r;
   j["determinism"] = determinism;
   return j;
+}
+
+namespace {
+
+DType dtype_field(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_string()) throw UsageError("contract: " + where + " must be a dtype name");
+  auto d = parse_dtype(v.get<std::string>());
+  if (!d || *d == DType::i32) throw UsageError("contract: " + where + " '" + v.get<std::string>() + "' is not fp32, fp16 or bf16");
+  return *d;
+}
+
+int64_t count_field(const nlohmann::json& r, const char* key, const std::string& axis) {
+  if (!r.contains(key)) return 0;
+  const auto& v = r.at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < 0)
+    throw UsageError("contract: reductions." + axis + "." + key + " must be a non-negative integer");
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+Contract Contract::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw UsageError("contract: not a JSON object");
+  static const std::set<std::string> keys = {"acc", "u", "fma", "ftz", "math_ulps", "reductions", "determinism"};
+  for (auto& [k, v] : j.items())
+    if (!keys.count(k)) throw UsageError("contract: unknown field '" + k + "'");
+  Contract c;
+  if (j.contains("acc")) c.acc = dtype_field(j["acc"], "acc");
+  // u: kept only where it differs from RN's unit roundoff (a directed rounding mode).
+  if (j.contains("u")) {
+    if (!j["u"].is_number() || !(j["u"].get<double>() > 0) || j["u"].get<double>() >= 1)
+      throw UsageError("contract: u must be a number in (0, 1)");
+    double u = j["u"].get<double>();
+    if (u < unit_roundoff(c.acc)) throw UsageError("contract: u below the accumulator's unit roundoff");
+    if (u != unit_roundoff(c.acc)) c.u = u;
+  }
+  for (const char* b : {"fma", "ftz"})
+    if (j.contains(b)) {
+      if (!j[b].is_boolean()) throw UsageError(std::string("contract: ") + b + " must be true or false");
+      (b[1] == 'm' ? c.fma : c.ftz) = j[b].get<bool>();
+    }
+  if (j.contains("math_ulps")) {
+    if (!j["math_ulps"].is_object()) throw UsageError("contract: math_ulps must map function names to ulps");
+    for (auto& [fn, v] : j["math_ulps"].items()) {
+      if (!v.is_number() || !(v.get<double>() >= 0)) throw UsageError("contract: math_ulps." + fn + " must be a number >= 0");
+      c.math_ulps[fn] = v.get<double>();
+    }
+  }
+  if (j.contains("reductions")) {
+    if (!j["reductions"].is_object()) throw UsageError("contract: reductions must map axis names to shapes");
+    for (auto& [axis, r] : j["reductions"].items()) {
+      if (!r.is_object()) throw UsageError("contract: reductions." + axis + " must be an object");
+      static const std::set<std::string> rkeys = {"serial", "depth", "partials", "acc", "n_eff"};
+      for (auto& [k, v] : r.items())
+        if (!rkeys.count(k)) throw UsageError("contract: reductions." + axis + ": unknown field '" + k + "'");
+      ReductionShape s{count_field(r, "serial", axis), count_field(r, "depth", axis), count_field(r, "partials", axis),
+                       std::nullopt};
+      if (s.n_eff() == 0) throw UsageError("contract: reductions." + axis + " declares no rounding steps (serial + depth + partials = 0)");
+      if (r.contains("acc")) {
+        DType a = dtype_field(r["acc"], "reductions." + axis + ".acc");
+        if (a != c.acc) s.acc = a;
+      }
+      if (r.contains("n_eff") && (!r["n_eff"].is_number_integer() || r["n_eff"].get<int64_t>() != s.n_eff()))
+        throw UsageError("contract: reductions." + axis + ".n_eff is not serial + depth + partials");
+      c.reductions[axis] = s;
+    }
+  }
+  if (j.contains("determinism")) {
+    if (!j["determinism"].is_object()) throw UsageError("contract: determinism must map outputs to claim lists");
+    static const std::set<std::string> claims = {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"};
+    for (auto& [out, v] : j["determinism"].items()) {
+      if (!v.is_array()) throw UsageError("contract: determinism." + out + " must be a list");
+      DeterminismClaims d;
+      for (auto& x : v) {
+        if (!x.is_string() || !claims.count(x.get<std::string>()))
+          throw UsageError("contract: determinism." + out + ": unknown claim " + x.dump() +
+                           " (run_to_run, config_invariant, gpu_invariant, batch_invariant)");
+        d.push_back(x.get<std::string>());
+      }
+      c.determinism[out] = d;
+    }
+  }
+  return c;
 }
 
 uint64_t Contract::hash() const {

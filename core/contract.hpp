@@ -47,6 +47,9 @@ struct Contract {
   const ReductionShape& reduction(const std::string& axis) const;
   double ulps(const std::string& fn) const;
   nlohmann::json to_json() const;
+  /// A contract declared outside kverify (plugins, workers): the schema of to_json, read
+  /// strictly (unknown fields, dtypes, claims or negative lengths throw UsageError naming them).
+  static Contract from_json(const nlohmann::json& j);
   uint64_t hash() const;
   /// Hash of what determines the enclosure (everything but the determinism claims).
   uint64_t numerics_hash() const;

@@ -9,34 +9,16 @@
 #include <set>
 
 #include "check/results.hpp"
+#include "cli_util.hpp"
 #ifdef KV_HAVE_CUDA
 #include "core/cuda/cuda_device.hpp"
 #endif
 
 namespace {
 
-struct Out {
-  int code;
-  std::string text;  // stdout and stderr together
-};
-
-Out sh(const std::string& bin, const std::string& args) {
-  std::string cmd = bin + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
-}
-
-std::string tmpdir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("kv_cli_" + name + "_" + std::to_string(getpid()));
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+using kvtest::Out;
+using kvtest::sh;
+using kvtest::tmpdir;
 
 void expect_usage_error(const std::string& args, const std::string& needle) {
   Out o = sh(KV_BIN, args);

@@ -1,0 +1,58 @@
+// What plugin.cpp and plugin_cuda.cpp share: a plugin's impl descriptor as kverify keeps
+// it, and the kv_call built for one case (its strings and arrays owned here).
+#pragma once
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/contract.hpp"
+#include "core/registry.hpp"
+#include "kverify/plugin.h"
+
+namespace kv {
+
+struct PluginDesc {
+  std::string lib;  // the .so, for messages
+  std::string op, impl, device, version;
+  std::vector<ConfigKnob> knobs;
+  int (*contract)(const kv_call*) = nullptr;
+  int (*launch)(const kv_call*) = nullptr;
+};
+
+class PluginCall {
+ public:
+  PluginCall(const PluginDesc& d, const Case& c);
+  /// Adds a tensor; data points at its first element (offset applied here).
+  void add_tensor(const TensorDesc& t, void* payload, bool output);
+  kv_call* get(void* stream);
+  std::string message() const { return std::string(msg_.data()); }
+
+ private:
+  const PluginDesc& d_;
+  std::string case_str_;
+  std::vector<kv_pair> config_, attrs_;
+  std::vector<kv_tensor> tensors_;
+  std::deque<std::vector<int64_t>> strides_;
+  std::vector<int64_t> shape_;
+  std::vector<char> msg_ = std::vector<char>(1 << 16, '\0');
+  kv_call call_{};
+};
+
+/// Asks the plugin for the case's contract: the contract, or the reason it cannot run it.
+struct PluginContract {
+  std::optional<Contract> contract;
+  std::string unsupported;
+};
+PluginContract plugin_contract(const PluginDesc& d, const Case& c);
+
+/// The tensors of a case in the op's order, with their roles (inputs, then outputs).
+std::vector<TensorSpec> plugin_tensor_order(const Case& c);
+
+#ifdef KV_HAVE_CUDA
+/// A "cuda" plugin impl: kverify's CUDA mirroring around the plugin's launch.
+std::unique_ptr<Impl> make_plugin_cuda_impl(PluginDesc d);
+#endif
+
+}  // namespace kv

@@ -1,0 +1,35 @@
+// Helpers for tests that drive the kverify binary: run a command, a fresh temp directory.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace kvtest {
+
+struct Out {
+  int code;
+  std::string text;  // stdout and stderr together
+};
+
+inline Out sh(const std::string& bin, const std::string& args) {
+  std::string cmd = bin + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+inline std::string tmpdir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("kv_cli_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+}  // namespace kvtest
