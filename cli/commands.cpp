@@ -389,7 +389,8 @@ int kverify_main(int argc, char** argv) {
       ext->register_stand_ins({c.op}, {c.impl}, env.device.kind);
       registry().normalize(c);
       check_runnable(c, env);
-      return run_cases({c}, pc, env, false, *ext);
+      int code = run_cases({c}, pc, env, false, *ext);
+      return ext->failures().empty() ? code : 1;
     }
     if (*run) {
       RunEnv env = make_env(rc);
@@ -434,7 +435,8 @@ int kverify_main(int argc, char** argv) {
           }
         }
         if (cases.empty()) throw UsageError("the selection gives no cases (no impl of the op on device " + env.device.kind + ")");
-        return run_cases(cases, rc, env, quiet, *ext);
+        int code = run_cases(cases, rc, env, quiet, *ext);
+        return ext->failures().empty() ? code : 1;
       }
       auto cases = expand_suite(entries, env.device.kind);
       int code = run_cases(cases, rc, env, quiet, *ext);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "kv_build_info.hpp"
 
@@ -111,7 +112,11 @@ nlohmann::json WorkerClient::exchange(const nlohmann::json& msg, const std::stri
       return j;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) fail("watchdog: no answer to the " + what + " within " + std::to_string(timeout_s_) + " s; killed", true);
+    if (left <= 0) {
+      std::ostringstream t;
+      t << timeout_s_;
+      fail("watchdog: no answer to the " + what + " within " + t.str() + " s; killed", true);
+    }
     pollfd p{from_, POLLIN, 0};
     int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
     if (r < 0 && errno == EINTR) continue;

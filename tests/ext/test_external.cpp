@@ -1,0 +1,122 @@
+// External impls end to end, through the kverify binary: the example plugin's host path
+// and the Python worker's pure-Python impls pass; a wrong-impl worker fails; a plugin of
+// another ABI version, a worker of another protocol version, and a worker that crashes,
+// hangs or answers garbage each give `error` with the reason while the run goes on.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "check/results.hpp"
+#include "cli_util.hpp"
+
+namespace {
+
+using kvtest::Out;
+using kvtest::sh;
+
+std::string worker(const std::string& impls, const std::string& extra = "") {
+  return "--worker 'python3 " KV_SOURCE_DIR "/examples/worker/kv_worker.py " + impls + extra + "'";
+}
+
+std::vector<nlohmann::json> results(const std::string& dir) { return kv::read_results(dir + "/results.jsonl", ""); }
+
+/// Verdicts in run order, by impl.
+std::vector<std::string> verdicts(const std::vector<nlohmann::json>& rs, const std::string& impl) {
+  std::vector<std::string> v;
+  for (auto& r : rs)
+    if (r["impl"] == impl) v.push_back(r["verdict"].get<std::string>());
+  return v;
+}
+
+std::string reasons(const std::vector<nlohmann::json>& rs) {
+  std::string s;
+  for (auto& r : rs)
+    if (r.contains("reason")) s += r["reason"].get<std::string>() + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST(External, PythonWorkerImplsPassAndAWrongOneFails) {
+  const std::string out = kvtest::tmpdir("worker_ok");
+  Out o = sh(KV_BIN, "run " + worker("--impl py=pure_impls:rms_norm_fwd --impl bad=pure_impls:rms_norm_fwd_bad") +
+                         " --op rms_norm.fwd --impl py --impl bad --dtype fp32 --dtype bf16 --dtype fp16"
+                         " --shape 3x37 --shape 2x64 --out " + out);
+  auto rs = results(out);
+  ASSERT_EQ(rs.size(), 12u) << o.text;
+  for (auto& v : verdicts(rs, "py")) EXPECT_EQ(v, "pass") << o.text;
+  for (auto& v : verdicts(rs, "bad")) EXPECT_EQ(v, "fail") << o.text;
+  EXPECT_EQ(o.code, 1);
+  // The contract came from the worker, per case: a serial row of N terms.
+  for (auto& r : rs)
+    if (r["impl"] == "py") EXPECT_EQ(r["contract"]["reductions"]["row"]["serial"], r["shape"].back()) << r.dump();
+}
+
+TEST(External, ExamplePluginHostPathPasses) {
+  const std::string out = kvtest::tmpdir("plugin_ok");
+  Out o = sh(KV_BIN, "run --plugin " KV_EXAMPLE_PLUGIN " --op rms_norm.fwd --impl plugin_host --dtype fp32 --dtype bf16"
+                     " --dtype fp16 --shape 4x100 --shape 3x4097 --attrs mode=llama --out " + out);
+  EXPECT_EQ(o.code, 0) << o.text;
+  auto rs = results(out);
+  ASSERT_EQ(rs.size(), 6u) << o.text;
+  for (auto& v : verdicts(rs, "plugin_host")) EXPECT_EQ(v, "pass") << o.text;
+  Out g = sh(KV_BIN, "run --plugin " KV_EXAMPLE_PLUGIN " --op rms_norm.fwd --impl plugin_host --dtype bf16"
+                     " --shape 5x123 --attrs mode=gemma,offset=1 --out " + out);
+  EXPECT_EQ(g.code, 0) << g.text;
+  // A case the plugin does not support is rejected before anything runs, with its reason.
+  Out n = sh(KV_BIN, "run --plugin " KV_EXAMPLE_PLUGIN " --op rms_norm.fwd --impl plugin_host --attrs mode=none --out " + out);
+  EXPECT_EQ(n.code, 2) << n.text;
+  EXPECT_NE(n.text.find("invalid config: plugin impl plugin_host"), std::string::npos) << n.text;
+  // `list` shows the plugin's impls with their contracts.
+  Out l = sh(KV_BIN, "list --plugin " KV_EXAMPLE_PLUGIN);
+  EXPECT_EQ(l.code, 0) << l.text;
+  EXPECT_NE(l.text.find("impl plugin_host (host)"), std::string::npos) << l.text;
+}
+
+TEST(External, WrongAbiPluginIsAnErrorAndTheRunGoesOn) {
+  const std::string out = kvtest::tmpdir("plugin_abi");
+  Out o = sh(KV_BIN, "run --plugin " KV_BAD_ABI_PLUGIN " --op rms_norm.fwd --impl host --impl plugin_host --dtype bf16"
+                     " --shape 4x64 --out " + out);
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("built for plugin ABI version 2, this kverify speaks version 1"), std::string::npos) << o.text;
+  auto rs = results(out);
+  ASSERT_EQ(rs.size(), 2u) << o.text;
+  EXPECT_EQ(verdicts(rs, "host"), std::vector<std::string>{"pass"});
+  EXPECT_EQ(verdicts(rs, "plugin_host"), std::vector<std::string>{"error"});
+  EXPECT_NE(reasons(rs).find("ABI version 2"), std::string::npos) << reasons(rs);
+  Out m = sh(KV_BIN, "run --plugin /nonexistent/libx.so --op rms_norm.fwd --impl host --dtype bf16 --shape 4x64 --out " + out);
+  EXPECT_EQ(m.code, 1) << m.text;
+  EXPECT_NE(m.text.find("no such file"), std::string::npos) << m.text;
+}
+
+TEST(External, WrongProtocolWorkerIsAnErrorAndTheRunGoesOn) {
+  const std::string out = kvtest::tmpdir("worker_proto");
+  Out o = sh(KV_BIN, "run " + worker("--impl py=pure_impls:rms_norm_fwd", " --speak-protocol 2") +
+                         " --op rms_norm.fwd --impl host --impl py --dtype bf16 --shape 4x64 --out " + out);
+  EXPECT_EQ(o.code, 1) << o.text;
+  auto rs = results(out);
+  ASSERT_EQ(rs.size(), 2u) << o.text;
+  EXPECT_EQ(verdicts(rs, "host"), std::vector<std::string>{"pass"});
+  EXPECT_EQ(verdicts(rs, "py"), std::vector<std::string>{"error"});
+  EXPECT_NE(reasons(rs).find("worker speaks protocol 2, kverify speaks protocol 1"), std::string::npos) << reasons(rs);
+}
+
+/// A worker that misbehaves on its 2nd run request: that case is `error` with the reason,
+/// the worker is restarted (its count starts again), and the cases after it pass.
+void misbehaving_worker(const std::string& flag, const std::string& needle) {
+  const std::string out = kvtest::tmpdir("worker_" + flag);
+  Out o = sh(KV_BIN, "run " + worker("--impl py=pure_impls:rms_norm_fwd", " --" + flag + "-on-run 2") +
+                         " --worker-timeout 3 --op rms_norm.fwd --impl py --dtype bf16 --shape 4x64"
+                         " --seed 1 --seed 2 --seed 3 --out " + out);
+  EXPECT_EQ(o.code, 1) << o.text;
+  auto rs = results(out);
+  ASSERT_EQ(rs.size(), 3u) << o.text;
+  EXPECT_EQ(verdicts(rs, "py"), (std::vector<std::string>{"pass", "error", "pass"})) << o.text;
+  EXPECT_NE(reasons(rs).find(needle), std::string::npos) << reasons(rs);
+  EXPECT_NE(reasons(rs).find("restarted"), std::string::npos) << reasons(rs);
+}
+
+TEST(External, CrashingWorkerIsAnErrorAndRestarted) { misbehaving_worker("crash", "worker exited during the run request"); }
+TEST(External, HangingWorkerIsAnErrorAndRestarted) { misbehaving_worker("hang", "watchdog: no answer to the run request within 3 s"); }
+TEST(External, GarbageAnsweringWorkerIsAnErrorAndRestarted) { misbehaving_worker("garbage", "answered malformed JSON"); }
