@@ -3,6 +3,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <deque>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -12,14 +15,15 @@
 
 namespace kv {
 
-PluginCall::PluginCall(const PluginDesc& d, const Case& c) : d_(d), case_str_(c.str()), shape_(c.shape) {
+PluginCall::PluginCall(const PluginDesc& d, const Case& c, const DeviceProfile& p)
+    : d_(d), case_str_(c.str()), shape_(c.shape), prof_(p) {
   for (auto& [k, v] : c.config) config_.push_back({k.c_str(), v.c_str()});
   for (auto& [k, v] : c.attrs) attrs_.push_back({k.c_str(), v.c_str()});
 }
 
 void PluginCall::add_tensor(const TensorDesc& t, void* payload, bool output) {
   strides_.push_back(t.effective_strides());
-  auto* first = static_cast<uint8_t*>(payload) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
+  auto* first = payload ? static_cast<uint8_t*>(payload) + t.offset * static_cast<int64_t>(dtype_size(t.dtype)) : nullptr;
   tensors_.push_back({t.name.c_str(), first, static_cast<kv_dtype>(static_cast<int>(t.dtype)),
                       static_cast<int32_t>(t.shape.size()), t.shape.data(), strides_.back().data(), output ? 1 : 0});
 }
@@ -27,18 +31,31 @@ void PluginCall::add_tensor(const TensorDesc& t, void* payload, bool output) {
 kv_call* PluginCall::get(void* stream) {
   static_assert(static_cast<int>(DType::f32) == KV_F32 && static_cast<int>(DType::f16) == KV_F16 &&
                 static_cast<int>(DType::bf16) == KV_BF16 && static_cast<int>(DType::i32) == KV_I32);
-  call_ = kv_call{d_.op.c_str(), d_.impl.c_str(), case_str_.c_str(),
+  call_ = kv_call{sizeof(kv_call),
+                  d_.op.c_str(), d_.impl.c_str(), case_str_.c_str(),
                   static_cast<int32_t>(config_.size()), config_.data(),
                   static_cast<int32_t>(attrs_.size()), attrs_.data(),
                   static_cast<int32_t>(tensors_.size()), tensors_.data(),
                   shape_.data(), static_cast<int32_t>(shape_.size()),
-                  stream, msg_.data(), msg_.size()};
+                  stream, msg_.data(), msg_.size(),
+                  static_cast<int32_t>(prof_.warp_size), static_cast<int32_t>(prof_.sm_count),
+                  static_cast<int32_t>(prof_.max_threads_per_block), prof_.smem_per_block};
   msg_[0] = '\0';
   return &call_;
 }
 
-PluginContract plugin_contract(const PluginDesc& d, const Case& c) {
-  PluginCall call(d, c);
+PluginContract plugin_contract(const PluginDesc& d, const Case& c, const DeviceProfile& p) {
+  PluginCall call(d, c, p);
+  // The tensors without data: dtypes, shapes and layouts for the plugin's checks.
+  std::deque<TensorDesc> descs;
+  for (auto& s : plugin_tensor_order(c)) {
+    TensorDesc t{s.name, s.dtype, s.shape, {}, 0};
+    if (auto it = c.layout.find(s.name); it != c.layout.end()) t.strides = it->second.strides, t.offset = it->second.offset;
+    if (auto it = c.alias.find(s.name); it != c.alias.end())
+      if (auto in = c.layout.find(it->second); in != c.layout.end()) t.strides = in->second.strides, t.offset = in->second.offset;
+    descs.push_back(t);
+    call.add_tensor(descs.back(), nullptr, s.role == Role::output);
+  }
   int rc = d.contract(call.get(nullptr));
   const std::string who = "plugin impl " + d.impl + " (" + d.lib + ")";
   PluginContract out;
@@ -71,20 +88,20 @@ class PluginHostImpl : public Impl {
   std::string device() const override { return d_.device; }
   std::string version() const override { return d_.version; }
   std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
-  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile&) const override {
-    auto pc = plugin_contract(d_, c);
+  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
+    auto pc = plugin_contract(d_, c, p);
     if (!pc.contract) return pc.unsupported;
     return std::nullopt;
   }
-  Contract contract(const Case& c, const DeviceProfile&) const override {
-    auto pc = plugin_contract(d_, c);
+  Contract contract(const Case& c, const DeviceProfile& p) const override {
+    auto pc = plugin_contract(d_, c, p);
     if (!pc.contract) throw UsageError("invalid config: " + pc.unsupported);
     return *pc.contract;
   }
-  void run(TensorSet& ts, const Case& c, const DeviceProfile&) const override {
+  void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const override {
     if (d_.device != "host")
       throw HarnessError("plugin impl " + d_.impl + " runs on " + d_.device + ", which this kverify build cannot drive");
-    PluginCall call(d_, c);
+    PluginCall call(d_, c, p);
     for (auto& s : plugin_tensor_order(c)) {
       TensorSlot& slot = ts.at(s.name);
       call.add_tensor(slot.desc, slot.buffer->payload(), s.role == Role::output);
@@ -174,7 +191,7 @@ int load_plugin(Registry& reg, const std::string& path) {
     throw UsageError(who + ": built for plugin ABI version " + std::to_string(v) + ", this kverify speaks version " +
                      std::to_string(KV_PLUGIN_ABI_VERSION) + "; rebuild it against this kverify's include/kverify/plugin.h");
   Registrar r{&reg, path, "", 0};
-  kv_registrar api{KV_PLUGIN_ABI_VERSION, &r, &add_impl};
+  kv_registrar api{KV_PLUGIN_ABI_VERSION, sizeof(kv_registrar), &r, &add_impl};
   int rc = reg_fn(&api);
   if (!r.error.empty()) throw UsageError(who + ": " + r.error);
   if (rc != KV_OK) throw UsageError(who + ": kverify_plugin_register returned " + std::to_string(rc));

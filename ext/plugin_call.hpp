@@ -23,7 +23,7 @@ struct PluginDesc {
 
 class PluginCall {
  public:
-  PluginCall(const PluginDesc& d, const Case& c);
+  PluginCall(const PluginDesc& d, const Case& c, const DeviceProfile& p);
   /// Adds a tensor; data points at its first element (offset applied here).
   void add_tensor(const TensorDesc& t, void* payload, bool output);
   kv_call* get(void* stream);
@@ -37,6 +37,7 @@ class PluginCall {
   std::deque<std::vector<int64_t>> strides_;
   std::vector<int64_t> shape_;
   std::vector<char> msg_ = std::vector<char>(1 << 16, '\0');
+  DeviceProfile prof_;
   kv_call call_{};
 };
 
@@ -45,7 +46,7 @@ struct PluginContract {
   std::optional<Contract> contract;
   std::string unsupported;
 };
-PluginContract plugin_contract(const PluginDesc& d, const Case& c);
+PluginContract plugin_contract(const PluginDesc& d, const Case& c, const DeviceProfile& p);
 
 /// The tensors of a case in the op's order, with their roles (inputs, then outputs).
 std::vector<TensorSpec> plugin_tensor_order(const Case& c);

@@ -19,12 +19,12 @@ class PluginCudaImpl : public CudaImpl {
   std::string version() const override { return d_.version; }
   std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
   std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
-    auto pc = plugin_contract(d_, c);
+    auto pc = plugin_contract(d_, c, p);
     if (!pc.contract) return pc.unsupported;
     return CudaImpl::invalid_reason(c, p);
   }
-  Contract contract(const Case& c, const DeviceProfile&) const override {
-    auto pc = plugin_contract(d_, c);
+  Contract contract(const Case& c, const DeviceProfile& p) const override {
+    auto pc = plugin_contract(d_, c, p);
     if (!pc.contract) throw UsageError("invalid config: " + pc.unsupported);
     return *pc.contract;
   }
@@ -33,8 +33,8 @@ class PluginCudaImpl : public CudaImpl {
   // The plugin validates its own launches (contract() answers KV_UNSUPPORTED).
   int64_t threads_per_block(const Case&, const DeviceProfile&) const override { return 0; }
   std::vector<KernelRef> kernels(const Case&) const override { return {}; }
-  void launch(DevSet& d, const Case& c, const DeviceProfile&) const override {
-    PluginCall call(d_, c);
+  void launch(DevSet& d, const Case& c, const DeviceProfile& p) const override {
+    PluginCall call(d_, c, p);
     for (auto& s : plugin_tensor_order(c)) {
       const DevView& v = d.t.at(s.name);
       call.add_tensor(v.desc, v.base, s.role == Role::output);

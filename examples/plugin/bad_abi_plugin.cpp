@@ -4,13 +4,12 @@
 
 #include "kverify/plugin.h"
 
-#define KVP_EXPORT extern "C" __attribute__((visibility("default")))
 
 /// One past the ABI kverify speaks.
-KVP_EXPORT uint32_t kverify_plugin_abi_version(void) { return KV_PLUGIN_ABI_VERSION + 1u; }
+KV_PLUGIN_EXPORT uint32_t kverify_plugin_abi_version(void) { return KV_PLUGIN_ABI_VERSION + 1u; }
 
 /// Never to be called: says so and fails if a loader calls it anyway.
-KVP_EXPORT int kverify_plugin_register(const kv_registrar*) {
+KV_PLUGIN_EXPORT int kverify_plugin_register(const kv_registrar*) {
   std::fprintf(stderr, "kverify_bad_abi_plugin: kverify_plugin_register called despite the ABI version mismatch\n");
   return KV_ERROR;
 }

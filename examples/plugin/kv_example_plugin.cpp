@@ -20,7 +20,6 @@
 #include "kverify/plugin.h"
 #include "rms_norm_kernel.h"
 
-#define KVP_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace kvp {
 
@@ -506,10 +505,10 @@ int cuda_launch(const kv_call* c) {
 }  // namespace kvp
 
 /// The ABI this plugin was built against.
-KVP_EXPORT uint32_t kverify_plugin_abi_version(void) { return KV_PLUGIN_ABI_VERSION; }
+KV_PLUGIN_EXPORT uint32_t kverify_plugin_abi_version(void) { return KV_PLUGIN_ABI_VERSION; }
 
 /// Registers plugin_host, and plugin_cuda when built with CUDA.
-KVP_EXPORT int kverify_plugin_register(const kv_registrar* r) {
+KV_PLUGIN_EXPORT int kverify_plugin_register(const kv_registrar* r) {
   if (!r || !r->add_impl || r->abi_version != KV_PLUGIN_ABI_VERSION) return KV_ERROR;
   kv_impl_desc host{};
   host.struct_size = sizeof(kv_impl_desc);

@@ -10,7 +10,14 @@
  * kverify owns every buffer: it generates the inputs, poisons the outputs, puts canaries
  * around both, and for a "cuda" impl mirrors them to the GPU before `launch` and copies
  * them back after synchronizing the stream. The plugin only computes. Everything it needs
- * to know about the case (op, config knobs, attributes, tensors) is in kv_call.
+ * to know about the case (op, config knobs, attributes, tensors, device limits) is in
+ * kv_call; attributes and knobs always arrive complete (defaults filled in).
+ *
+ * Outputs may alias inputs (a case with `alias=y:x` runs in place): compare data pointers.
+ * A "cuda" plugin should check its own launches (cudaGetLastError): it may link its own
+ * static CUDA runtime, whose launch errors kverify's runtime cannot see; kverify then
+ * synchronizes the stream and checks for errors that surface there. launch() is called
+ * on the thread whose current device is the one the stream belongs to.
  *
  * Contracts are JSON in kverify's schema (see `kverify list --json` for each op's axes):
  *   {"acc": "fp32", "fma": true, "ftz": false, "math_ulps": {"rsqrt": 2},
@@ -34,10 +41,20 @@ extern "C" {
 #define KV_ERROR 1       /* message holds the error; the case becomes `error` */
 #define KV_UNSUPPORTED 2 /* contract(): this impl cannot run this case; message says why */
 
+#define KV_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
+#ifndef __cplusplus
+#undef KV_PLUGIN_EXPORT
+#define KV_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* call->message holds at least this many bytes. */
+#define KV_MESSAGE_MIN_CAP 65536
+
 typedef enum kv_dtype { KV_F32 = 0, KV_F16 = 1, KV_BF16 = 2, KV_I32 = 3 } kv_dtype;
 
 /* One tensor: data points at its first element (host memory for "host" impls, device
- * memory for "cuda" impls); strides are in elements, row-major logical order. */
+ * memory for "cuda" impls; NULL in contract()); strides (never NULL) are in elements, for
+ * the logical row-major order of shape. */
 typedef struct kv_tensor {
   const char* name;
   void* data;
@@ -56,6 +73,7 @@ typedef struct kv_pair {
 /* One call for one case. Attribute values are kverify's canonical strings: real numbers
  * as C99 hex floats (strtod reads them exactly), choices and integers as written. */
 typedef struct kv_call {
+  uint32_t struct_size; /* sizeof(kv_call) as kverify was built */
   const char* op;       /* e.g. "rms_norm.fwd" */
   const char* impl;     /* the impl name the plugin registered */
   const char* case_str; /* the one-line replay string */
@@ -63,13 +81,19 @@ typedef struct kv_call {
   const kv_pair* config;
   int32_t n_attrs;
   const kv_pair* attrs;
-  int32_t n_tensors; /* inputs then outputs, in the op's order; 0 in contract() */
+  int32_t n_tensors; /* inputs then outputs, in the op's order (data NULL in contract()) */
   const kv_tensor* tensors;
   const int64_t* shape; /* the case's shape (e.g. rows x N) */
   int32_t ndim;
   void* stream; /* cudaStream_t for "cuda" impls, NULL for "host" */
   char* message; /* out: contract JSON, a reason or an error (NUL-terminated) */
   size_t message_cap;
+  /* The device's launch limits, as the run's --device-profile states them (for launch
+   * validation and for reduction shapes that depend on the SM count; 0 on the host). */
+  int32_t warp_size;
+  int32_t sm_count;
+  int32_t max_threads_per_block;
+  int64_t smem_per_block;
 } kv_call;
 
 typedef struct kv_impl_desc {
@@ -91,6 +115,7 @@ typedef struct kv_impl_desc {
 
 typedef struct kv_registrar {
   uint32_t abi_version;
+  uint32_t struct_size; /* sizeof(kv_registrar) */
   void* ctx;
   /* Returns KV_OK, or KV_ERROR after printing why (unknown op, duplicate name, ...). */
   int (*add_impl)(void* ctx, const kv_impl_desc* desc);
