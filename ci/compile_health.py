@@ -10,6 +10,7 @@ first source document's bug was a ptxas stall on one specialization).
 Usage: ci/compile_health.py [--out FILE] [--arch sm_90 ...] [--budget-s S] [--maxrregcount N]
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -20,8 +21,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Every source with device code: kernels, calibration probes, the test-only kernels.
-SOURCES = ["kernels/rms_norm/cuda_kernels.cu", "kernels/glu/cuda_kernels.cu", "check/calibrate_kernels.cu", "tests/test_impls_cuda.cu"]
+# Every source with device code: kernels (every .cu under kernels/, so a new kernel is
+# covered without an edit here), calibration probes, the test-only kernels.
+SOURCES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "kernels", "**", "*.cu"), recursive=True)) + [
+    "check/calibrate_kernels.cu", "tests/test_impls_cuda.cu"]
 NVCC_FLAGS = ["-std=c++20", "--expt-relaxed-constexpr", "-I" + ROOT, "-I" + os.path.join(ROOT, "tests")]
 
 USED = re.compile(r"Used (\d+) registers")

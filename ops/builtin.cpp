@@ -11,7 +11,9 @@
 #include "ops/rope_table.hpp"
 #ifdef KV_HAVE_CUDA
 #include "kernels/glu/cuda.hpp"
+#include "kernels/layer_norm/cuda.hpp"
 #include "kernels/rms_norm/cuda.hpp"
+#include "kernels/softmax/cuda.hpp"
 #endif
 
 namespace kv {
@@ -33,6 +35,8 @@ void register_builtin() {
 #ifdef KV_HAVE_CUDA
   register_cuda_rms_norm(r);
   register_cuda_glu(r);
+  register_cuda_softmax(r);
+  register_cuda_layer_norm(r);
 #endif
 }
 

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "kv_build_info.hpp"
 #include "kernels/cuda_impl.hpp"
+#include "kernels/cuda_row_impl.hpp"
 #include "kernels/rms_norm/contract.hpp"
 #include "kernels/rms_norm/cuda_launch.hpp"
 
@@ -40,27 +41,22 @@ class CudaRmsNorm : public CudaImpl {
 
   std::vector<ConfigKnob> knobs() const override {
     std::vector<ConfigKnob> k = {{"num_warps", {"4", "1", "2", "8", "16", "32"}}};
-    if (bwd_) k.push_back({"dw", {"per_sm", "fixed_partials", "atomics"}});
+    if (bwd_) k.push_back(dw_knob());
     return k;
   }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
     // T lanes: serial runs of ceil(N/T), then shuffle and cross-warp trees of depth log2 T.
     const int64_t n = c.shape.back(), T = 32 * c.config_int("num_warps", 4);
-    const std::string s = c.config_or("dw", "per_sm");
-    Contract k = rms_norm_contract(c, bwd_, {ceil_div(n, T), log2_ceil(T), 0, std::nullopt}, bwd_ ? partials(c, p) : 1,
-                                   s == "atomics"  ? DeterminismClaims{}
-                                   : s == "per_sm" ? DeterminismClaims{"run_to_run"}
-                                                   : DeterminismClaims{"run_to_run", "gpu_invariant"});
+    Contract k = rms_norm_contract(c, bwd_, {ceil_div(n, T), log2_ceil(T), 0, std::nullopt},
+                                   bwd_ ? dw_partials(c, p) : 1, dw_claims(c));
     k.fma = true;  // nvcc contracts a*b+c; the enclosure of separate roundings contains it
     return k;
   }
 
   std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const override {
     if (!bwd_) return {};
-    size_t n = static_cast<size_t>(c.shape.back());
-    return {{"dw_partials", static_cast<size_t>(partials(c, p)) * n * sizeof(float), DType::f32},
-            {"dw_acc", n * sizeof(float), DType::f32}};
+    return dw_workspaces({"dw"}, dw_partials(c, p), c.shape.back());
   }
 
  protected:
@@ -103,21 +99,15 @@ class CudaRmsNorm : public CudaImpl {
       rmscuda::launch_fwd(x, a, d.stream);
       return;
     }
-    std::string s = c.config_or("dw", "per_sm");
     rmscuda::BwdArgs a{mat("dy"), mat("x"), mat("dx"), as_vec(d.t.at("w")), as_vec(d.t.at("rstd")), as_vec(d.t.at("dw")),
                        rows, n, m, c.attr("m_rounding") == "x_dtype", static_cast<float>(c.attr_real("offset")), threads,
-                       s == "atomics" ? rmscuda::atomics : s == "per_sm" ? rmscuda::per_sm : rmscuda::fixed_partials,
-                       partials(c, p), static_cast<float*>(d.ws.at("dw_partials").first),
+                       dw_strategy(c), dw_partials(c, p), static_cast<float*>(d.ws.at("dw_partials").first),
                        static_cast<float*>(d.ws.at("dw_acc").first)};
     rmscuda::launch_bwd(x, a, d.stream);
   }
 
  private:
   bool bwd_;
-  /// Programs of the first dW stage: the SM count (per_sm, atomics) or a fixed 64.
-  static int64_t partials(const Case& c, const DeviceProfile& p) {
-    return c.config_or("dw", "per_sm") == "fixed_partials" ? 64 : std::max<int64_t>(1, p.sm_count);
-  }
 };
 
 }  // namespace

@@ -106,22 +106,6 @@ __global__ void bwd_kernel_t(BwdArgs a) {
     for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) atomicAdd(a.ws_acc + j, part[j]);
 }
 
-/// Second stage: the G partials of each column summed serially in program order.
-template <typename X>
-__global__ void dw_reduce_kernel(BwdArgs a) {
-  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < a.n;
-       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float s;
-    if (a.strategy == atomics) {
-      s = a.ws_acc[j];
-    } else {
-      s = 0.0f;
-      for (int64_t b = 0; b < a.partials; ++b) s += a.ws_partials[b * a.n + j];
-    }
-    st_any(a.dw.base, a.dw.dtype, j * a.dw.stride, s);
-  }
-}
-
 int64_t grid_for(int64_t rows) { return rows < 2147483647 ? rows : 2147483647; }
 
 template <typename X>
@@ -136,9 +120,9 @@ void bwd_t(const BwdArgs& a, cudaStream_t s) {
   if (a.strategy == atomics) KV_CUDA(cudaMemsetAsync(a.ws_acc, 0, sizeof(float) * a.n, s));
   bwd_kernel_t<X><<<static_cast<unsigned>(a.partials), a.threads, 0, s>>>(a);
   KV_CUDA_LAUNCHED();
-  int64_t blocks = (a.n + 255) / 256;
-  dw_reduce_kernel<X><<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, s>>>(a);
-  KV_CUDA_LAUNCHED();
+  // Second stage (cuda_rows.cu): the G partials of each column summed serially in program order.
+  const rowcuda::ColSum dw{a.ws_partials, a.ws_acc, a.dw.base, a.dw.dtype, a.dw.stride};
+  rowcuda::launch_col_sums(&dw, 1, a.n, a.partials, a.strategy, s);
 }
 
 }  // namespace

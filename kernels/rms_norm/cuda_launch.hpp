@@ -5,11 +5,14 @@
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "kernels/cuda_rows.hpp"
 
 namespace kv::rmscuda {
 
 enum Mode : int { llama = 0, gemma = 1, none = 2 };
-enum DwStrategy : int { per_sm = 0, fixed_partials = 1, atomics = 2 };
+using rowcuda::atomics;  // dW strategies, shared with layer_norm (rowcuda::DwStrategy)
+using rowcuda::fixed_partials;
+using rowcuda::per_sm;
 
 /// A [rows, n] view: element (r, j) at base + r*rs + j*cs (elements).
 struct Mat {

@@ -70,6 +70,157 @@ TEST(Cuda, GluPassesAcrossDtypesDistsAndConfigs) {
         }
 }
 
+namespace {
+
+/// A case of a CUDA row impl (softmax, layer_norm) with x's dtype and a config.
+kv::Case row_case(const std::string& op, std::vector<int64_t> shape, const std::string& x, const std::string& nw,
+                  const std::string& dw = "", const std::string& dist = "normal", uint64_t seed = 5) {
+  kv::Case c = kvtest::op_case(op, std::move(shape), x, {}, dist, seed);
+  c.impl = "cuda";
+  c.config["num_warps"] = nw;
+  if (!dw.empty()) c.config["dw"] = dw;
+  return c;
+}
+
+void expect_pass(const kv::Case& c, const std::string& profile = "") {
+  auto j = run_cuda(c, profile);
+  EXPECT_EQ(j["verdict"], "pass") << j["case"] << ": " << j["verdict"] << " " << j.value("reason", "");
+}
+
+}  // namespace
+
+// Every CUDA softmax/layer_norm impl x dtype x num_warps (x dW strategy) at odd row lengths
+// (113, 799: element accesses), 4096+1 (a tail chunk after vector accesses), an aligned
+// 3-D shape, and distributions that stress each op (large logits, a large mean over a
+// small spread for the two-pass variance).
+TEST(Cuda, SoftmaxAndLayerNormPassAcrossDtypesShapesAndConfigs) {
+  REQUIRE_GPU();
+  for (const char* op : {"softmax.fwd", "softmax.bwd", "layer_norm.fwd", "layer_norm.bwd"}) {
+    const bool ln = std::string(op).rfind("layer_norm", 0) == 0, dw = std::string(op) == "layer_norm.bwd";
+    const std::vector<std::pair<std::vector<int64_t>, std::string>> shapes = {
+        {{5, 113}, "normal"}, {{3, 799}, "wide"}, {{2, 4097}, ln ? "big_mean" : "large"}, {{2, 3, 512}, "mean_shift"}};
+    for (const char* x : {"fp32", "fp16", "bf16"})
+      for (const char* nw : {"1", "2", "4", "8", "16", "32"})
+        for (const char* s : dw ? std::vector<const char*>{"per_sm", "fixed_partials", "atomics"} : std::vector<const char*>{""})
+          for (auto& [shape, dist] : shapes) expect_pass(row_case(op, shape, x, nw, s, dist));
+  }
+}
+
+// The kernels' other paths: misaligned and padded rows (element and vector accesses),
+// rows too long for the shared-memory cache (read again) or for shared-memory dW/dB
+// partials (kept in the workspace), outputs written in place, w/b/dW/dB and the statistics
+// in other dtypes than x, 1-D shapes, fewer rows than dW programs.
+TEST(Cuda, RowKernelsHandleLayoutsAliasesMixedDtypesAndLongRows) {
+  REQUIRE_GPU();
+  std::vector<kv::Case> cs;
+  auto add = [&](kv::Case c) { cs.push_back(std::move(c)); };
+  {
+    kv::Case c = row_case("softmax.fwd", {4, 1536}, "bf16", "8");
+    c.layout["x"] = {1, {}};            // misaligned base: element accesses
+    c.layout["y"] = {0, {1544, 1}};     // padded rows, aligned: vector accesses
+    add(c);
+  }
+  add(row_case("softmax.fwd", {2, 12289}, "fp32", "4", "", "large"));  // longer than the cache
+  {
+    kv::Case c = row_case("softmax.fwd", {3, 1024}, "bf16", "2");
+    c.alias["y"] = "x";
+    add(c);
+  }
+  {
+    kv::Case c = row_case("softmax.bwd", {3, 6000}, "fp16", "16");  // dy and y longer than the cache
+    c.alias["dx"] = "dy";
+    add(c);
+  }
+  {
+    kv::Case c = row_case("softmax.bwd", {5, 77}, "fp32", "1");
+    c.layout["y"] = {2, {90, 1}};
+    c.alias["dx"] = "dy";
+    add(c);
+  }
+  add(row_case("softmax.fwd", {1000}, "fp16", "32"));
+  {
+    kv::Case c = row_case("layer_norm.fwd", {3, 2048}, "bf16", "8", "", "big_mean");
+    c.dtypes["w"] = c.dtypes["b"] = DType::f32;
+    c.attrs["stat_dtype"] = "x_dtype";
+    c.layout["x"] = {8, {2056, 1}};
+    add(c);
+  }
+  {
+    kv::Case c = row_case("layer_norm.fwd", {2, 12289}, "fp32", "16", "", "mean_shift");
+    c.alias["y"] = "x";
+    add(c);
+  }
+  {
+    kv::Case c = row_case("layer_norm.fwd", {4, 333}, "fp16", "1");
+    c.layout["w"] = {3, {}};
+    c.layout["mean"] = {1, {}};
+    add(c);
+  }
+  for (const char* s : {"per_sm", "fixed_partials", "atomics"}) {
+    kv::Case c = row_case("layer_norm.bwd", {40, 6000}, "bf16", "8", s);  // dW/dB partials in the workspace
+    c.dtypes["w"] = c.dtypes["dw"] = c.dtypes["db"] = DType::f32;
+    add(c);
+    kv::Case d = row_case("layer_norm.bwd", {7, 333}, "fp16", "32", s, "big_mean");
+    d.attrs["stat_dtype"] = "x_dtype";
+    d.layout["x"] = {3, {}};
+    d.alias["dx"] = "dy";
+    add(d);
+    add(row_case("layer_norm.bwd", {777}, "fp32", "4", s));
+    add(row_case("layer_norm.bwd", {300, 1536}, "bf16", "8", s, "big_mean"));
+  }
+  for (auto& c : cs) expect_pass(c);
+}
+
+// Clear reasons before launch: one dtype for the rows tensors, N exact in fp32 for
+// layer_norm, and the device's thread limit (a warp of 64 makes num_warps=32 2048 threads).
+TEST(Cuda, RowKernelsRejectWhatTheyCannotRun) {
+  auto reason = [](kv::Case c, const std::string& profile = "") {
+    kv::registry().normalize(c);
+    kv::DeviceProfile p;
+    p.sm_count = 132;
+    p.apply_overrides(profile);
+    auto why = kv::registry().impl(c.op, c.impl).invalid_reason(c, p);
+    return why.value_or("");
+  };
+  kv::Case c = row_case("softmax.fwd", {4, 256}, "bf16", "8");
+  c.dtypes["y"] = DType::f32;
+  EXPECT_NE(reason(c).find("specialized for one dtype of x and y"), std::string::npos) << reason(c);
+  kv::Case l = row_case("layer_norm.bwd", {2, 256}, "fp16", "8", "atomics");
+  l.dtypes["dx"] = DType::bf16;
+  EXPECT_NE(reason(l).find("one dtype"), std::string::npos) << reason(l);
+  EXPECT_NE(reason(row_case("layer_norm.fwd", {1, (int64_t(1) << 24) + 1}, "fp32", "8")).find("2^24"), std::string::npos);
+  kv::Case b = row_case("softmax.fwd", {2, 3, 64}, "bf16", "8");
+  b.layout["x"] = {0, {512, 64, 1}};  // two row strides
+  EXPECT_NE(reason(b).find("one stride"), std::string::npos) << reason(b);
+  REQUIRE_GPU();  // the thread limit asks the kernel (cudaFuncGetAttributes)
+  for (const char* op : {"softmax.fwd", "softmax.bwd", "layer_norm.fwd", "layer_norm.bwd"}) {
+    kv::Case w = row_case(op, {4, 256}, "bf16", "32");
+    EXPECT_NE(reason(w, "warp_size=64").find("2048 threads"), std::string::npos) << op << ": " << reason(w, "warp_size=64");
+    EXPECT_EQ(reason(w), "") << op;
+  }
+}
+
+// The claims the drift analysis holds them to, spot-checked: fixed_partials dW/dB have the
+// same bits on a 108-SM profile as on this GPU; every output repeats its bits run to run.
+TEST(Cuda, RowKernelsKeepTheirDeterminismClaims) {
+  REQUIRE_GPU();
+  auto digest = [](const nlohmann::json& j, const char* t) { return j["outputs"][t]["digest"]["xxh64"]; };
+  kv::Case c = row_case("layer_norm.bwd", {1000, 512}, "bf16", "4", "fixed_partials");
+  auto a = run_cuda(c), b = run_cuda(c, "sm_count=108"), r = run_cuda(c);
+  for (const char* t : {"dw", "db", "dx"}) {
+    EXPECT_EQ(digest(a, t), digest(b, t)) << t;
+    EXPECT_EQ(digest(a, t), digest(r, t)) << t;
+  }
+  kv::Case s = row_case("softmax.fwd", {64, 3000}, "fp16", "8");
+  EXPECT_EQ(digest(run_cuda(s), "y"), digest(run_cuda(s), "y"));
+}
+
+// The seed shape (Wan 1.3B, 32760 x 1536) in bf16, forward, default config.
+TEST(Cuda, RowKernelsPassAtTheSeedShape) {
+  REQUIRE_GPU();
+  for (const char* op : {"softmax.fwd", "layer_norm.fwd"}) expect_pass(row_case(op, {32760, 1536}, "bf16", "8"));
+}
+
 TEST(Cuda, WarpSize64RejectsThirtyTwoWarps) {
   REQUIRE_GPU();
   kv::Case c = kvtest::rms_case(false, "cuda", {4, 256}, {{"x", DType::bf16}}, "llama", 1);

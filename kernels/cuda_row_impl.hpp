@@ -1,0 +1,73 @@
+// The host side shared by the CUDA row impls (softmax, layer_norm): tensor roles and their
+// strided views, the num_warps knob, the reduction shape of a row as the kernels in
+// cuda_rows.cuh sum it, and the dW/dB strategies (shared with rms_norm).
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda_impl.hpp"
+#include "kernels/cuda_rows.hpp"
+
+namespace kv {
+
+/// How a row op addresses a tensor: rows x N (x, y, dy, dx), a vector over the N columns
+/// (w, b, dw, db), or one value per row (mean, rstd).
+enum class RowRole { rows, cols, per_row };
+
+/// The view of a tensor in its role, with vector access allowed where its chunks of
+/// `chunk` elements are aligned; nullopt when its rows need more than one stride.
+std::optional<rowcuda::Mat> row_view(const DevView& v, RowRole role, int64_t chunk);
+
+/// The sum over a row of n as the row kernels compute it with T threads and chunks of V:
+/// a serial run of at most min(n, V*ceil(ceil(n/V)/T)) terms per thread, then a tree
+/// over the A = min(T, ceil(n/V)) threads holding terms: lanes and warps past them add
+/// exact zeros, so at most log2(min(A,32)) + log2(ceil(A/32)) additions round.
+ReductionShape row_reduction(int64_t n, int64_t threads, int64_t chunk);
+
+// dW/dB over rows (rms_norm and layer_norm backward): G programs each sum a contiguous
+// chunk of rows in fp32 (serial), then the G partials are summed serially in program order
+// (per_sm: G = the SM count, so the bits follow the GPU; fixed_partials: G = 64, the same
+// on every GPU), or added atomically in any order (atomics: G = the SM count, not
+// run-to-run deterministic).
+ConfigKnob dw_knob();
+rowcuda::DwStrategy dw_strategy(const Case& c);
+int64_t dw_partials(const Case& c, const DeviceProfile& p);
+DeterminismClaims dw_claims(const Case& c);
+ReductionShape dw_rows_reduction(int64_t rows, int64_t partials);
+/// fp32 workspaces per summed output `o`: `<o>_partials` [G][n] and `<o>_acc` [n].
+std::vector<WorkspaceReq> dw_workspaces(const std::vector<std::string>& outputs, int64_t partials, int64_t n);
+
+/// Claims of an output computed row by row: the same bits on every run, GPU, batch size
+/// and row position; not across num_warps (the row sums' shape follows it).
+inline DeterminismClaims rowwise_claims() { return {"run_to_run", "gpu_invariant", "batch_invariant"}; }
+
+class CudaRowImpl : public CudaImpl {
+ public:
+  CudaRowImpl(std::string op, bool has_dw) : op_(std::move(op)), has_dw_(has_dw) {}
+  std::string op() const override { return op_; }
+  std::string name() const override { return "cuda"; }
+  std::vector<ConfigKnob> knobs() const override;
+
+ protected:
+  /// Every tensor of the op and its role. The rows tensors share one dtype, the kernels'
+  /// template parameter; the others may take any of fp32/fp16/bf16.
+  virtual std::vector<std::pair<std::string, RowRole>> roles() const = 0;
+  /// The rows tensors' dtype.
+  DType row_dtype(const Case& c) const;
+  /// Threads per block of a real launch (32-thread warps).
+  static int threads(const Case& c) { return static_cast<int>(32 * c.config_int("num_warps", 8)); }
+  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
+    return c.config_int("num_warps", 8) * p.warp_size;
+  }
+  std::optional<std::string> layout_reason(const Case& c) const override;
+  /// The device view of tensor `name` (UsageError where it is not addressable).
+  rowcuda::Mat view(const DevSet& d, const Case& c, const std::string& name) const;
+
+ private:
+  std::string op_;
+  bool has_dw_;
+};
+
+}  // namespace kv

@@ -1,0 +1,201 @@
+// Device-side pieces of the CUDA row kernels (softmax, layer_norm). A row of n elements is
+// split into chunks of V = 16 / sizeof(X) elements (one 16-byte access); thread t of a
+// block of T owns chunks t, t+T, t+2T, ... whatever the layout, so the order of every sum
+// is the same for aligned rows (vector accesses) and misaligned or strided ones (element
+// accesses): bits never depend on a row's address. A thread sums its elements serially,
+// then block_sum combines the threads: a shuffle tree in each warp, a tree across warps.
+// kernels/cuda_row_impl.cpp (row_reduction) declares exactly that shape.
+#pragma once
+#include "kernels/cuda_dtype.cuh"
+#include "kernels/cuda_rows.hpp"
+
+namespace kv::rowcuda {
+
+using namespace kv::cuda;
+
+template <typename X>
+constexpr int kV = 16 / static_cast<int>(sizeof(X));
+
+/// Elements of chunk c in a row of n: V, or fewer for the last chunk.
+template <int V>
+__device__ __forceinline__ int chunk_count(int64_t n, int64_t c) {
+  const int64_t left = n - c * V;
+  return left < V ? static_cast<int>(left) : V;
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& u, int k) { return k == 0 ? u.x : k == 1 ? u.y : k == 2 ? u.z : u.w; }
+__device__ __forceinline__ void set_word(uint4& u, int k, uint32_t w) {
+  if (k == 0) u.x = w;
+  else if (k == 1) u.y = w;
+  else if (k == 2) u.z = w;
+  else u.w = w;
+}
+
+/// Element i of 16 bytes holding X values, as float.
+template <typename X>
+__device__ __forceinline__ float unpack(const uint4& u, int i);
+template <>
+__device__ __forceinline__ float unpack<float>(const uint4& u, int i) { return __uint_as_float(word(u, i)); }
+template <>
+__device__ __forceinline__ float unpack<__nv_bfloat16>(const uint4& u, int i) {
+  const uint32_t w = word(u, i >> 1);
+  return __uint_as_float((i & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+template <>
+__device__ __forceinline__ float unpack<__half>(const uint4& u, int i) {
+  const uint32_t w = word(u, i >> 1);
+  return __half2float(__ushort_as_half(static_cast<unsigned short>((i & 1) ? (w >> 16) : (w & 0xffffu))));
+}
+
+/// Storage bits of one X value.
+template <typename X>
+__device__ __forceinline__ uint32_t bits_of(X v);
+template <>
+__device__ __forceinline__ uint32_t bits_of<float>(float v) { return __float_as_uint(v); }
+template <>
+__device__ __forceinline__ uint32_t bits_of<__half>(__half v) { return __half_as_ushort(v); }
+template <>
+__device__ __forceinline__ uint32_t bits_of<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+
+/// Puts the bits of element i (initially zero) into 16 bytes of X values.
+template <typename X>
+__device__ __forceinline__ void put_bits(uint4& u, int i, uint32_t b) {
+  if constexpr (sizeof(X) == 4) set_word(u, i, b);
+  else set_word(u, i >> 1, word(u, i >> 1) | (b << (16 * (i & 1))));
+}
+
+/// Chunk j0 .. j0+cnt-1 of row `row` of m (X values), raw; elements past cnt are +0.
+template <typename X>
+__device__ __forceinline__ uint4 load_raw(const Mat& m, int64_t row, int64_t j0, int cnt) {
+  const X* p = static_cast<const X*>(m.base) + row * m.rs + j0 * m.cs;
+  if (m.vec && cnt == kV<X>) return *reinterpret_cast<const uint4*>(p);
+  uint4 u = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+  for (int i = 0; i < kV<X>; ++i)
+    if (i < cnt) put_bits<X>(u, i, bits_of<X>(p[i * m.cs]));
+  return u;
+}
+
+template <typename X>
+__device__ __forceinline__ void unpack_all(const uint4& u, float (&v)[kV<X>]) {
+#pragma unroll
+  for (int i = 0; i < kV<X>; ++i) v[i] = unpack<X>(u, i);
+}
+
+template <typename X>
+__device__ __forceinline__ void load_chunk(const Mat& m, int64_t row, int64_t j0, int cnt, float (&v)[kV<X>]) {
+  unpack_all<X>(load_raw<X>(m, row, j0, cnt), v);
+}
+
+/// Stores cnt values rounded to X (round to nearest even) at chunk j0 of row `row`.
+template <typename X>
+__device__ __forceinline__ void store_chunk(const Mat& m, int64_t row, int64_t j0, int cnt, const float (&v)[kV<X>]) {
+  X* p = static_cast<X*>(m.base) + row * m.rs + j0 * m.cs;
+  if (m.vec && cnt == kV<X>) {
+    uint4 u = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int i = 0; i < kV<X>; ++i) put_bits<X>(u, i, bits_of<X>(cvt<X>(v[i])));
+    *reinterpret_cast<uint4*>(p) = u;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kV<X>; ++i)
+    if (i < cnt) p[i * m.cs] = cvt<X>(v[i]);
+}
+
+/// V elements of a tensor whose dtype is known only at run time (w, b: a vector over the
+/// columns, rs = 0), as float; elements past cnt are 0. Vector accesses when m.vec (the
+/// host aligned them to min(16, V * element size) bytes).
+template <int V>
+__device__ __forceinline__ void load_any(const Mat& m, int64_t row, int64_t j0, int cnt, float (&v)[V]) {
+  const int64_t off = row * m.rs + j0 * m.cs;
+  if (m.vec && cnt == V) {
+    if (m.dtype == F32) {
+      const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(m.base) + off);
+#pragma unroll
+      for (int h = 0; h < V / 4; ++h) {
+        const float4 f = p[h];
+        v[4 * h] = f.x, v[4 * h + 1] = f.y, v[4 * h + 2] = f.z, v[4 * h + 3] = f.w;
+      }
+      return;
+    }
+    const uint16_t* p = static_cast<const uint16_t*>(m.base) + off;
+    uint4 u;
+    if constexpr (V == 8) {
+      u = *reinterpret_cast<const uint4*>(p);
+    } else {
+      const uint2 h = *reinterpret_cast<const uint2*>(p);
+      u = make_uint4(h.x, h.y, 0u, 0u);
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] = m.dtype == BF16 ? unpack<__nv_bfloat16>(u, i) : unpack<__half>(u, i);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = i < cnt ? ld_any(m.base, m.dtype, off + i * m.cs) : 0.0f;
+}
+
+/// The block's dynamic shared memory (one declaration for every row kernel).
+__device__ __forceinline__ float4* dyn_smem() {
+  extern __shared__ float4 kv_row_smem[];
+  return kv_row_smem;
+}
+
+/// A row cache in shared memory: tensor t's chunk c as V/4 float4 planes of nch entries,
+/// so a warp's accesses to one plane are contiguous (no bank conflicts). Each thread only
+/// reads back the chunks it wrote: no barrier is needed around it.
+template <int V>
+__device__ __forceinline__ void cache_put(float4* s, int64_t nch, int t, int64_t c, const float (&v)[V]) {
+#pragma unroll
+  for (int h = 0; h < V / 4; ++h) s[(t * (V / 4) + h) * nch + c] = make_float4(v[4 * h], v[4 * h + 1], v[4 * h + 2], v[4 * h + 3]);
+}
+template <int V>
+__device__ __forceinline__ void cache_get(const float4* s, int64_t nch, int t, int64_t c, float (&v)[V]) {
+#pragma unroll
+  for (int h = 0; h < V / 4; ++h) {
+    const float4 f = s[(t * (V / 4) + h) * nch + c];
+    v[4 * h] = f.x, v[4 * h + 1] = f.y, v[4 * h + 2] = f.z, v[4 * h + 3] = f.w;
+  }
+}
+
+/// Block-wide sums of K values: a shuffle tree in each warp, then each warp combines the
+/// warps' totals by the same tree (every thread returns the same bits; lanes and warps
+/// past the data add exact zeros). red: K*32 floats of shared memory.
+template <int K>
+__device__ __forceinline__ void block_sum(float (&v)[K], float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], off);
+  __syncthreads();  // red may still be read by the previous reduction
+  if (lane == 0)
+#pragma unroll
+    for (int k = 0; k < K; ++k) red[k * 32 + warp] = v[k];
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    v[k] = lane < nw ? red[k * 32 + lane] : 0.0f;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], off);
+  }
+}
+
+/// Block-wide maximum (exact, so its order does not matter). red: 32 floats.
+__device__ __forceinline__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : -INFINITY;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+/// Blocks for one block per row (grid-stride beyond the grid limit).
+inline unsigned grid_rows(int64_t rows) { return static_cast<unsigned>(rows < 2147483647 ? rows : 2147483647); }
+
+}  // namespace kv::rowcuda

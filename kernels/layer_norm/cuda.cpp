@@ -1,0 +1,98 @@
+// The CUDA LayerNorm impls: configs, contracts, determinism claims, layouts, launches.
+#include "kernels/layer_norm/cuda.hpp"
+
+#include "core/error.hpp"
+#include "kernels/cuda_row_impl.hpp"
+#include "kernels/layer_norm/cuda_launch.hpp"
+#include "kv_build_info.hpp"
+
+namespace kv {
+
+namespace {
+
+class CudaLayerNorm : public CudaRowImpl {
+ public:
+  explicit CudaLayerNorm(bool bwd) : CudaRowImpl(bwd ? "layer_norm.bwd" : "layer_norm.fwd", bwd), bwd_(bwd) {}
+  std::string version() const override { return KV_IMPL_VERSION_CUDA_LAYER_NORM; }
+
+  Contract contract(const Case& c, const DeviceProfile& p) const override {
+    // fp32 throughout; nvcc fuses products into sums and into + b (fma): the enclosure of
+    // the separate roundings contains the fused results. Division is IEEE (__fdiv_rn).
+    // fwd calls rsqrtf only: CUDA's documented maximum error, 2 ulp (Programming Guide,
+    // Mathematical Functions; calibrate-math measures it); bwd takes rstd as given.
+    Contract k;
+    k.acc = DType::f32;
+    k.fma = true;
+    k.ftz = false;
+    if (!bwd_) k.math_ulps = {{"rsqrt", 2.0}};
+    const int64_t n = c.shape.back();
+    k.reductions["row"] = row_reduction(n, threads(c), rowcuda::chunk_elems(row_dtype(c)));
+    if (bwd_) {
+      k.reductions["rows"] = dw_rows_reduction(numel(c.shape) / n, dw_partials(c, p));
+      k.determinism["dx"] = rowwise_claims();
+      k.determinism["dw"] = k.determinism["db"] = dw_claims(c);
+    } else {
+      for (const char* t : {"y", "mean", "rstd"}) k.determinism[t] = rowwise_claims();
+    }
+    return k;
+  }
+
+  std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const override {
+    if (!bwd_) return {};
+    return dw_workspaces({"dw", "db"}, dw_partials(c, p), c.shape.back());
+  }
+
+ protected:
+  std::vector<std::pair<std::string, RowRole>> roles() const override {
+    if (bwd_)
+      return {{"dy", RowRole::rows},      {"x", RowRole::rows},       {"dx", RowRole::rows}, {"w", RowRole::cols},
+              {"dw", RowRole::cols},      {"db", RowRole::cols},      {"mean", RowRole::per_row},
+              {"rstd", RowRole::per_row}};
+    return {{"x", RowRole::rows},       {"y", RowRole::rows},       {"w", RowRole::cols}, {"b", RowRole::cols},
+            {"mean", RowRole::per_row}, {"rstd", RowRole::per_row}};
+  }
+  std::vector<KernelRef> kernels(const Case& c) const override {
+    const DType x = row_dtype(c);
+    const int64_t n = c.shape.back();
+    const std::string t = "<" + std::string(dtype_name(x)) + ">";
+    if (bwd_)
+      return {{"layer_norm_bwd" + t, lncuda::bwd_kernel(x, threads(c)), static_cast<size_t>(lncuda::bwd_acc_bytes(n, x))}};
+    return {{"layer_norm_fwd" + t, lncuda::fwd_kernel(x), static_cast<size_t>(lncuda::fwd_cache_bytes(n, x))}};
+  }
+  std::optional<std::string> layout_reason(const Case& c) const override {
+    // The kernels divide by N in fp32, where the definition's N is exact.
+    if (c.shape.back() > (int64_t(1) << 24))
+      return "N = " + std::to_string(c.shape.back()) + " > 2^24 is not exact in fp32 (the kernels divide by it)";
+    return CudaRowImpl::layout_reason(c);
+  }
+
+  void launch(DevSet& d, const Case& c, const DeviceProfile& p) const override {
+    const DType x = row_dtype(c);
+    const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
+    auto v = [&](const char* t) { return view(d, c, t); };
+    if (!bwd_) {
+      lncuda::FwdArgs a{v("x"), v("w"), v("b"), v("y"), v("mean"), v("rstd"), rows, n,
+                        static_cast<float>(round_to(DType::f32, c.attr_real("eps"))), threads(c),
+                        lncuda::fwd_cache_bytes(n, x)};
+      lncuda::launch_fwd(x, a, d.stream);
+      return;
+    }
+    auto ws = [&](const char* name) { return static_cast<float*>(d.ws.at(name).first); };
+    lncuda::BwdArgs a{v("dy"), v("x"), v("w"), v("mean"), v("rstd"), v("dx"), v("dw"), v("db"), rows, n, threads(c),
+                      dw_strategy(c), dw_partials(c, p), ws("dw_partials"), ws("db_partials"), ws("dw_acc"),
+                      ws("db_acc"), lncuda::bwd_acc_bytes(n, x)};
+    lncuda::launch_bwd(x, a, d.stream);
+  }
+
+ private:
+  bool bwd_;
+};
+
+}  // namespace
+
+void register_cuda_layer_norm(Registry& r) {
+  r.add(std::make_unique<CudaLayerNorm>(false));
+  r.add(std::make_unique<CudaLayerNorm>(true));
+}
+
+}  // namespace kv

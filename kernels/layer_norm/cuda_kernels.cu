@@ -1,0 +1,287 @@
+// CUDA LayerNorm, forward and backward, as reference/layer_norm.hpp defines it, in fp32
+// with x's dtype a template parameter (w, b, dw, db and the statistics in any dtype).
+// fwd: one block per row, two passes for the statistics (mean = sum x / N, then
+// var = sum (x - mean)^2 / N, rstd = rsqrtf(var + eps)), then y = ((x - mean)*rstd)*w + b;
+// shared memory keeps the row (x, then x - mean) so x is read from global memory once.
+// bwd: G programs (blocks), each over a contiguous chunk of rows, R rows at a time so that
+// R rows' loads are in flight together (the sums' order is the same for any R): per row
+// c1 = sum(xhat*wdy)/N and c2 = sum(wdy)/N by the block's sum shape, dx from them; dW and
+// dB partials in fp32 per program (shared memory where they fit), then the second stage
+// (cuda_rows.cu) sums the G partials in program order, or reads the atomic sums.
+#include "core/cuda/cuda_check.hpp"
+#include "kernels/cuda_rows.cuh"
+#include "kernels/layer_norm/cuda_launch.hpp"
+
+namespace kv::lncuda {
+
+using namespace kv::rowcuda;
+
+namespace {
+
+template <typename X>
+__global__ void __launch_bounds__(1024) fwd_kernel_t(FwdArgs a) {
+  constexpr int V = kV<X>;
+  __shared__ float red[32];
+  float4* cache = dyn_smem();
+  const bool cached = a.cache_bytes > 0;
+  const int64_t nch = (a.n + V - 1) / V;
+  const float N = static_cast<float>(a.n);  // exact: the host takes n <= 2^24
+  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    float s[1] = {0.0f};
+    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<V>(a.n, c);
+      float v[V];
+      load_chunk<X>(a.x, row, c * V, cnt, v);
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (i < cnt) s[0] += v[i];
+      if (cached) cache_put<V>(cache, nch, 0, c, v);
+    }
+    block_sum<1>(s, red);
+    const float mean = __fdiv_rn(s[0], N);
+    float q[1] = {0.0f};
+    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<V>(a.n, c);
+      float v[V];
+      if (cached) cache_get<V>(cache, nch, 0, c, v);
+      else load_chunk<X>(a.x, row, c * V, cnt, v);
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (i < cnt) {
+          v[i] = v[i] - mean;
+          q[0] += v[i] * v[i];
+        }
+      if (cached) cache_put<V>(cache, nch, 0, c, v);
+    }
+    block_sum<1>(q, red);
+    const float rstd = rsqrtf(__fdiv_rn(q[0], N) + a.eps);
+    if (threadIdx.x == 0) {
+      st_any(a.mean.base, a.mean.dtype, row * a.mean.rs, mean);
+      st_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs, rstd);
+    }
+    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<V>(a.n, c);
+      float d[V], w[V], b[V];
+      if (cached) {
+        cache_get<V>(cache, nch, 0, c, d);
+      } else {
+        load_chunk<X>(a.x, row, c * V, cnt, d);  // y may share x's storage: read before written
+#pragma unroll
+        for (int i = 0; i < V; ++i) d[i] = d[i] - mean;
+      }
+      load_any<V>(a.w, 0, c * V, cnt, w);
+      load_any<V>(a.b, 0, c * V, cnt, b);
+#pragma unroll
+      for (int i = 0; i < V; ++i) d[i] = (d[i] * rstd) * w[i] + b[i];
+      store_chunk<X>(a.y, row, c * V, cnt, d);
+    }
+  }
+}
+
+/// Program blockIdx.x's dW/dB partials, plane h (elements 4h .. 4h+3) of chunk c at a
+/// time: shared memory (tensor 0: dW, 1: dB, as cache_put lays rows out) or its rows of
+/// the workspaces.
+template <int V>
+struct Partials {
+  float4* smem;
+  int64_t nch;
+  float *pw, *pb;
+  __device__ __forceinline__ void get(int64_t c, int h, int cnt, float (&dw)[4], float (&db)[4]) const {
+    if (smem) {
+      const float4 w = smem[h * nch + c], b = smem[(V / 4 + h) * nch + c];
+      dw[0] = w.x, dw[1] = w.y, dw[2] = w.z, dw[3] = w.w;
+      db[0] = b.x, db[1] = b.y, db[2] = b.z, db[3] = b.w;
+      return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 4 * h + e;
+      dw[e] = i < cnt ? pw[c * V + i] : 0.0f;
+      db[e] = i < cnt ? pb[c * V + i] : 0.0f;
+    }
+  }
+  __device__ __forceinline__ void put(int64_t c, int h, int cnt, const float (&dw)[4], const float (&db)[4]) const {
+    if (smem) {
+      smem[h * nch + c] = make_float4(dw[0], dw[1], dw[2], dw[3]);
+      smem[(V / 4 + h) * nch + c] = make_float4(db[0], db[1], db[2], db[3]);
+      return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (4 * h + e < cnt) pw[c * V + 4 * h + e] = dw[e], pb[c * V + 4 * h + e] = db[e];
+  }
+};
+
+template <typename X, int R>
+__global__ void __launch_bounds__(R == 1 ? 1024 : 512) bwd_kernel_t(BwdArgs a) {
+  constexpr int V = kV<X>;
+  __shared__ float red[2 * R * 32];
+  const int64_t nch = (a.n + V - 1) / V;
+  const float N = static_cast<float>(a.n);  // exact: the host takes n <= 2^24
+  const int64_t per = (a.rows + a.partials - 1) / a.partials;
+  const int64_t r0 = blockIdx.x * per, r1 = a.rows < r0 + per ? a.rows : r0 + per;
+  const Partials<V> part{a.acc_bytes > 0 ? dyn_smem() : nullptr, nch, a.dw_partials + blockIdx.x * a.n,
+                         a.db_partials + blockIdx.x * a.n};
+  for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+    const float z[4] = {};
+#pragma unroll
+    for (int h = 0; h < V / 4; ++h) part.put(c, h, chunk_count<V>(a.n, c), z, z);
+  }
+  for (int64_t g = r0; g < r1; g += R) {
+    int64_t rr[R];
+    bool ok[R];
+    float M[R], RS[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      ok[r] = g + r < r1;
+      rr[r] = ok[r] ? g + r : g;  // a row of the chunk: its loads are valid, their values unused
+      M[r] = ld_any(a.mean.base, a.mean.dtype, rr[r] * a.mean.rs);
+      RS[r] = ld_any(a.rstd.base, a.rstd.dtype, rr[r] * a.rstd.rs);
+    }
+    float s[2 * R];  // per row: sum xhat*wdy, sum wdy
+#pragma unroll
+    for (int k = 0; k < 2 * R; ++k) s[k] = 0.0f;
+    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<V>(a.n, c);
+      uint4 dyr[R], xr[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        dyr[r] = load_raw<X>(a.dy, rr[r], c * V, cnt);
+        xr[r] = load_raw<X>(a.x, rr[r], c * V, cnt);
+      }
+      float w[V];
+      load_any<V>(a.w, 0, c * V, cnt, w);
+#pragma unroll
+      for (int h = 0; h < V / 4; ++h) {  // a plane of partials at a time (registers)
+        float dw[4], db[4];
+        part.get(c, h, cnt, dw, db);
+#pragma unroll
+        for (int r = 0; r < R; ++r)  // rows in order: each column's dW/dB run is serial over rows
+          if (ok[r])
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int i = 4 * h + e;  // ascending within each row: its sums' serial order
+              if (i < cnt) {
+                const float dy = unpack<X>(dyr[r], i), x = unpack<X>(xr[r], i);
+                const float xhat = (x - M[r]) * RS[r], wdy = w[i] * dy;
+                s[2 * r] += xhat * wdy;
+                s[2 * r + 1] += wdy;
+                dw[e] += dy * xhat;
+                db[e] += dy;
+              }
+            }
+        part.put(c, h, cnt, dw, db);
+      }
+    }
+    block_sum<2 * R>(s, red);
+    float c1[R], c2[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) c1[r] = __fdiv_rn(s[2 * r], N), c2[r] = __fdiv_rn(s[2 * r + 1], N);
+    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<V>(a.n, c);
+      uint4 dyr[R], xr[R];  // read again (L1/L2): dx may share dy's or x's storage
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        dyr[r] = load_raw<X>(a.dy, rr[r], c * V, cnt);
+        xr[r] = load_raw<X>(a.x, rr[r], c * V, cnt);
+      }
+      float w[V];
+      load_any<V>(a.w, 0, c * V, cnt, w);
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (ok[r]) {
+          float dx[V];
+#pragma unroll
+          for (int i = 0; i < V; ++i) {
+            const float dy = unpack<X>(dyr[r], i), x = unpack<X>(xr[r], i);
+            const float xhat = (x - M[r]) * RS[r], wdy = w[i] * dy;
+            dx[i] = (wdy - (xhat * c1[r] + c2[r])) * RS[r];
+          }
+          store_chunk<X>(a.dx, rr[r], c * V, cnt, dx);
+        }
+    }
+  }
+  // Publish the partials: to the workspace row (from shared memory) or atomically.
+  if (a.acc_bytes == 0 && a.strategy != atomics) return;
+  for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+    const int cnt = chunk_count<V>(a.n, c);
+#pragma unroll
+    for (int h = 0; h < V / 4; ++h) {
+      float dw[4], db[4];
+      part.get(c, h, cnt, dw, db);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t j = c * V + 4 * h + e;
+        if (4 * h + e >= cnt) continue;
+        if (a.strategy == atomics) {
+          atomicAdd(a.dw_acc + j, dw[e]);
+          atomicAdd(a.db_acc + j, db[e]);
+        } else {
+          part.pw[j] = dw[e];
+          part.pb[j] = db[e];
+        }
+      }
+    }
+  }
+}
+
+/// Rows in flight per program: 4 where blocks of up to 512 threads leave the registers
+/// for them, 1 for 1024-thread blocks (64 registers per thread).
+constexpr int rows_in_flight(int threads) { return threads <= 512 ? 4 : 1; }
+
+template <typename X>
+const void* bwd_kernel_for(int threads) {
+  return rows_in_flight(threads) == 4 ? reinterpret_cast<const void*>(&bwd_kernel_t<X, 4>)
+                                      : reinterpret_cast<const void*>(&bwd_kernel_t<X, 1>);
+}
+
+template <typename X>
+void fwd_t(const FwdArgs& a, cudaStream_t s) {
+  if (a.rows == 0) return;
+  fwd_kernel_t<X><<<grid_rows(a.rows), a.threads, static_cast<size_t>(a.cache_bytes), s>>>(a);
+  KV_CUDA_LAUNCHED();
+}
+
+template <typename X>
+void bwd_t(const BwdArgs& a, cudaStream_t s) {
+  if (a.strategy == atomics) {
+    KV_CUDA(cudaMemsetAsync(a.dw_acc, 0, sizeof(float) * a.n, s));
+    KV_CUDA(cudaMemsetAsync(a.db_acc, 0, sizeof(float) * a.n, s));
+  }
+  const auto grid = static_cast<unsigned>(a.partials);
+  const auto smem = static_cast<size_t>(a.acc_bytes);
+  if (rows_in_flight(a.threads) == 4) bwd_kernel_t<X, 4><<<grid, a.threads, smem, s>>>(a);
+  else bwd_kernel_t<X, 1><<<grid, a.threads, smem, s>>>(a);
+  KV_CUDA_LAUNCHED();
+  const ColSum sums[2] = {{a.dw_partials, a.dw_acc, a.dw.base, a.dw.dtype, a.dw.cs},
+                          {a.db_partials, a.db_acc, a.db.base, a.db.dtype, a.db.cs}};
+  launch_col_sums(sums, 2, a.n, a.partials, a.strategy, s);
+}
+
+}  // namespace
+
+void launch_fwd(DType x, const FwdArgs& a, cudaStream_t s) {
+  if (x == DType::f32) fwd_t<float>(a, s);
+  else if (x == DType::f16) fwd_t<__half>(a, s);
+  else fwd_t<__nv_bfloat16>(a, s);
+}
+
+void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s) {
+  if (x == DType::f32) bwd_t<float>(a, s);
+  else if (x == DType::f16) bwd_t<__half>(a, s);
+  else bwd_t<__nv_bfloat16>(a, s);
+}
+
+const void* fwd_kernel(DType x) {
+  if (x == DType::f32) return reinterpret_cast<const void*>(&fwd_kernel_t<float>);
+  if (x == DType::f16) return reinterpret_cast<const void*>(&fwd_kernel_t<__half>);
+  return reinterpret_cast<const void*>(&fwd_kernel_t<__nv_bfloat16>);
+}
+
+const void* bwd_kernel(DType x, int threads) {
+  if (x == DType::f32) return bwd_kernel_for<float>(threads);
+  if (x == DType::f16) return bwd_kernel_for<__half>(threads);
+  return bwd_kernel_for<__nv_bfloat16>(threads);
+}
+
+}  // namespace kv::lncuda

@@ -1,0 +1,62 @@
+// The CUDA softmax impls: configs, contracts, determinism claims, layouts, launches.
+#include "kernels/softmax/cuda.hpp"
+
+#include "kernels/cuda_row_impl.hpp"
+#include "kernels/softmax/cuda_launch.hpp"
+#include "kv_build_info.hpp"
+
+namespace kv {
+
+namespace {
+
+class CudaSoftmax : public CudaRowImpl {
+ public:
+  explicit CudaSoftmax(bool bwd) : CudaRowImpl(bwd ? "softmax.bwd" : "softmax.fwd", false), bwd_(bwd) {}
+  std::string version() const override { return KV_IMPL_VERSION_CUDA_SOFTMAX; }
+
+  Contract contract(const Case& c, const DeviceProfile&) const override {
+    // fp32 throughout; nvcc fuses dy*y into the sum (fma): the enclosure of the separate
+    // roundings contains the fused result. Division is IEEE (__fdiv_rn). fwd calls expf
+    // only: CUDA's documented maximum error, 2 ulp (Programming Guide, Mathematical
+    // Functions); bwd calls no math function.
+    Contract k;
+    k.acc = DType::f32;
+    k.fma = true;
+    k.ftz = false;
+    if (!bwd_) k.math_ulps = {{"exp", 2.0}};
+    k.reductions["row"] = row_reduction(c.shape.back(), threads(c), rowcuda::chunk_elems(row_dtype(c)));
+    k.determinism[bwd_ ? "dx" : "y"] = rowwise_claims();
+    return k;
+  }
+
+ protected:
+  std::vector<std::pair<std::string, RowRole>> roles() const override {
+    if (bwd_) return {{"dy", RowRole::rows}, {"y", RowRole::rows}, {"dx", RowRole::rows}};
+    return {{"x", RowRole::rows}, {"y", RowRole::rows}};
+  }
+  std::vector<KernelRef> kernels(const Case& c) const override {
+    const DType x = row_dtype(c);
+    return {{op() + "<" + std::string(dtype_name(x)) + ">", smcuda::kernel(x, bwd_),
+             static_cast<size_t>(smcuda::cache_bytes(bwd_, c.shape.back(), x))}};
+  }
+  void launch(DevSet& d, const Case& c, const DeviceProfile&) const override {
+    const DType x = row_dtype(c);
+    const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
+    const rowcuda::Mat none{nullptr, 0, 0, 0, 0};
+    smcuda::Args a{bwd_ ? none : view(d, c, "x"), view(d, c, "y"), bwd_ ? view(d, c, "dy") : none,
+                   bwd_ ? view(d, c, "dx") : none, rows, n, threads(c), smcuda::cache_bytes(bwd_, n, x)};
+    smcuda::launch(x, bwd_, a, d.stream);
+  }
+
+ private:
+  bool bwd_;
+};
+
+}  // namespace
+
+void register_cuda_softmax(Registry& r) {
+  r.add(std::make_unique<CudaSoftmax>(false));
+  r.add(std::make_unique<CudaSoftmax>(true));
+}
+
+}  // namespace kv
