@@ -71,6 +71,8 @@ struct Partial {
   int64_t n_fail = 0, n_unv = 0, n_nan = 0, n_unwritten = 0, n_diff_rn = 0;
   int64_t worst = -1, first_fail = -1;
   double max_ratio = 0, max_ulps = 0;
+  double sum_signed_ulps = 0, sum_abs_ulps = 0;  // over elements with finite out and reference
+  int64_t n_finite = 0;
   double w_out = 0, w_v = 0, w_lo = 0, w_hi = 0, w_err = 0, w_hw = 0;
 };
 
@@ -106,6 +108,10 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
     if (std::isnan(ratio)) ratio = kInf;
     const double ulps = dist == 0 ? 0.0 : dist / ulp(dt, std::isfinite(v) ? v : max_finite(dt));
     if (!std::isnan(v) && bits != encode(dt, round_to(dt, v))) ++p.n_diff_rn;
+    if (std::isfinite(o) && std::isfinite(v) && bits != poison) {
+      const double s_ulps = (o - v) / ulp(dt, v);
+      p.sum_signed_ulps += s_ulps, p.sum_abs_ulps += std::fabs(s_ulps), ++p.n_finite;
+    }
     if (enc.unverifiable[i]) {
       ++p.n_unv;
       if (!ok && (bits == poison || std::isnan(o))) ++p.n_fail;  // NaN and unwritten fail even here
@@ -141,7 +147,10 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
     judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), parts[c]);
   });
   std::vector<int64_t> hist(kBins, 0);
+  double sum_signed = 0, sum_abs = 0;
+  int64_t n_finite = 0;
   for (auto& p : parts) {
+    sum_signed += p.sum_signed_ulps, sum_abs += p.sum_abs_ulps, n_finite += p.n_finite;
     tv.n_fail += p.n_fail, tv.n_unverifiable += p.n_unv, tv.n_nan_mismatch += p.n_nan;
     tv.n_unwritten += p.n_unwritten, tv.n_diff_rn += p.n_diff_rn;
     for (int b = 0; b < kBins; ++b) hist[b] += p.hist[b];
@@ -164,6 +173,7 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
       }
     }
   }
+  if (n_finite > 0) tv.bias_ulps = sum_signed / static_cast<double>(n_finite), tv.mean_abs_ulps = sum_abs / static_cast<double>(n_finite);
   if (tv.worst_index >= 0) unravel(tv.worst_index, out.desc.shape, tv.worst_coords);
   if (check_padding && (!out.desc.contiguous() || out.desc.offset > 0)) {
     // Storage the view does not cover must still hold the poison.
@@ -198,6 +208,8 @@ nlohmann::json TensorVerdict::to_json() const {
           {"max_ratio", num(max_ratio)},
           {"p99_ratio", num(p99_ratio)},
           {"max_ulps", num(max_ulps)},
+          {"bias_ulps", num(bias_ulps)},
+          {"mean_abs_ulps", num(mean_abs_ulps)},
           {"worst_index", worst_index},
           {"worst_coords", worst_coords},
           {"first_fail_index", first_fail_index},

@@ -23,6 +23,9 @@ struct TensorVerdict {
   int64_t n_fail = 0, n_unverifiable = 0, n_nan_mismatch = 0, n_unwritten = 0, n_padding_written = 0;
   int64_t n_diff_rn = 0;  // elements whose bits differ from RN(v)
   double max_ratio = 0, max_ulps = 0;
+  /// Mean signed and mean absolute error in output ulps (at the reference), over the
+  /// elements where both are finite: a bias shows as |bias_ulps| near mean_abs_ulps.
+  double bias_ulps = 0, mean_abs_ulps = 0;
   double p99_ratio = 0;  // upper edge of its histogram bin (within 1.1%), capped at max_ratio
   int64_t worst_index = -1, first_fail_index = -1;
   std::vector<int64_t> worst_coords;

@@ -80,3 +80,20 @@ TEST(Judge, RatiosAndP99) {
   EXPECT_LE(tv.p99_ratio, exact_p99 * (1 + 1.0 / 64));
   EXPECT_DOUBLE_EQ(tv.max_ulps, 999.0);  // fp32 spacing at 1 is 2^-23
 }
+
+TEST(Judge, BiasIsTheMeanSignedErrorInUlps) {
+  // Reference 1 + 2^-9 (a bf16 midpoint's neighbour): outputs 1 + 2^-7 (one bf16 ulp
+  // above 1, +0.75 ulp from v) on three elements and 1 (-0.25 ulp) on one; an unwritten
+  // element and a NaN do not enter the means.
+  Out o(kv::DType::bf16, 6);
+  kv::OutputRef ref;
+  kv::OutputEnclosure enc;
+  const double v = 1.0 + 0x1p-9;
+  point_ref(6, v, 0x1p-6, ref, enc);
+  for (int i = 0; i < 3; ++i) o.view.store(i, 1.0 + 0x1p-7);
+  o.view.store(3, 1.0);
+  o.view.store(5, std::nan(""));
+  auto tv = kv::judge(o.view, ref, enc, true);
+  EXPECT_DOUBLE_EQ(tv.bias_ulps, (3 * 0.75 - 0.25) / 4);
+  EXPECT_DOUBLE_EQ(tv.mean_abs_ulps, (3 * 0.75 + 0.25) / 4);
+}
