@@ -111,6 +111,9 @@ class ExternalImpl : public Impl {
     nlohmann::json req = case_fields(c);
     req["type"] = "contract";
     nlohmann::json a = t_->request(req);
+    if (a.contains("error"))
+      throw ExternalError("worker impl " + d_.impl + " could not state its contract: " +
+                          (a["error"].is_string() ? a["error"].get<std::string>() : a["error"].dump()));
     if (!a.contains("unsupported") && !a.contains("contract"))
       throw ExternalError("worker impl " + d_.impl + " answered the contract request with neither contract nor unsupported");
     if (a.contains("unsupported") && !a["unsupported"].is_string())

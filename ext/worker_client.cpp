@@ -161,7 +161,19 @@ const nlohmann::json& WorkerClient::hello() {
   return impls_;
 }
 
+void WorkerClient::reap_if_exited() {
+  int status = 0;
+  if (pid_ <= 0 || waitpid(pid_, &status, WNOHANG) != pid_) return;
+  // It ended between requests (e.g. after answering a sticky CUDA error): start afresh
+  // instead of failing the next, innocent case on a dead pipe.
+  kill(-pid_, SIGKILL);
+  if (to_ >= 0) close(to_);
+  if (from_ >= 0) close(from_);
+  pid_ = -1, to_ = -1, from_ = -1;
+}
+
 nlohmann::json WorkerClient::request(nlohmann::json req) {
+  reap_if_exited();
   hello();
   const std::string type = req.value("type", "");
   const int64_t id = next_id_++;

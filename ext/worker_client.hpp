@@ -53,6 +53,7 @@ class WorkerClient {
   /// One answer line within the watchdog, parsed; kills the worker and throws otherwise.
   nlohmann::json exchange(const nlohmann::json& msg, const std::string& what);
   [[noreturn]] void fail(const std::string& why, bool kill);
+  void reap_if_exited();
   std::string log_tail() const;
 };
 
