@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "check/judge.hpp"
+#include "check/repro.hpp"
 #include "core/digest.hpp"
 #include "core/error.hpp"
 #include "kv_build_info.hpp"
@@ -334,6 +335,13 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
     std::string r;
     for (auto& x : reasons) append_sep(r, "; ", x);
     j["reason"] = r;
+    if (!env.repro_dir.empty()) {
+      try {
+        j["repro"] = write_repro(env.repro_dir, c, ts, *ref, encs, j);
+      } catch (const std::exception& e) {
+        j["repro_error"] = e.what();  // the verdict stands without its bundle
+      }
+    }
   } else if (any_unv) {
     j["verdict"] = "unverifiable";
     j["reason"] = "the contract admits no useful bound for some elements (n_eff*u >= 1) or the reference could not decide them";

@@ -21,6 +21,8 @@ struct RunEnv {
   /// Measured max ulp error per math function on this device (calibrate-math); a
   /// contract citing fewer ulps is a harness error. Empty on the host.
   std::map<std::string, double> measured_ulps;
+  /// Where failing cases leave reproducer bundles (check/repro.hpp); empty: nowhere.
+  std::string repro_dir;
 };
 
 /// Generated inputs of one input identity and layout: the input buffers as generation

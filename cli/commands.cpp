@@ -81,7 +81,8 @@ RunEnv make_env(const Common& c) {
 }
 
 std::vector<std::string> worker_args(const Common& c, const RunEnv& env, const Extensions& ext) {
-  std::vector<std::string> a = {"__worker", "--device", env.device.kind, "--run-id", env.run_id};
+  std::vector<std::string> a = {"__worker", "--device", env.device.kind, "--run-id", env.run_id, "--repro-dir",
+                                (std::filesystem::absolute(c.out) / "repro").string()};
   if (!c.profile.empty()) a.insert(a.end(), {"--device-profile", c.profile});
   for (auto& x : ext.worker_args()) a.push_back(x);
   return a;
@@ -317,6 +318,8 @@ int kverify_main(int argc, char** argv) {
   worker->add_option("--device", wc.device);
   worker->add_option("--device-profile", wc.profile);
   worker->add_option("--run-id", worker_run_id);
+  std::string worker_repro;
+  worker->add_option("--repro-dir", worker_repro);
   std::vector<std::string> worker_plugins;
   std::string worker_external;
   worker->add_option("--plugin", worker_plugins);
@@ -346,6 +349,7 @@ int kverify_main(int argc, char** argv) {
     if (*worker) {
       RunEnv env = make_env(wc);
       env.run_id = worker_run_id;
+      env.repro_dir = worker_repro;
 #ifdef KV_HAVE_CUDA
       // Contracts are held to what this GPU's math functions measurably do.
       if (env.device.kind == "cuda") env.measured_ulps = calibrate_math().max_ulps;

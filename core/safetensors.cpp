@@ -17,12 +17,14 @@ namespace {
   throw std::runtime_error("malformed safetensors file " + path + ": " + why);
 }
 
-DType dtype_from(const std::string& path, const std::string& s) {
+DType dtype_from(const std::string& path, const std::string& s, bool& f64) {
+  f64 = s == "F64";
+  if (f64) return DType::f32;
   if (s == "F32") return DType::f32;
   if (s == "F16") return DType::f16;
   if (s == "BF16") return DType::bf16;
   if (s == "I32") return DType::i32;
-  bad(path, "unsupported dtype " + s + " (F32, F16, BF16, I32)");
+  bad(path, "unsupported dtype " + s + " (F32, F16, BF16, I32, F64)");
 }
 
 }  // namespace
@@ -35,6 +37,15 @@ const char* safetensors_dtype(DType d) {
     case DType::i32: return "I32";
   }
   return "?";
+}
+
+StoredTensor f64_tensor(const std::vector<int64_t>& shape, const double* v, size_t n) {
+  StoredTensor t;
+  t.f64 = true;
+  t.shape = shape;
+  t.bytes.resize(n * 8);
+  std::memcpy(t.bytes.data(), v, n * 8);  // little endian, as the format wants
+  return t;
 }
 
 StoredTensor gather(const TensorView& v) {
@@ -58,7 +69,7 @@ StoredTensor gather(const TensorView& v) {
 void scatter(const StoredTensor& t, const TensorView& v) {
   const size_t es = dtype_size(v.desc.dtype);
   const int64_t n = v.desc.numel();
-  if (t.dtype != v.desc.dtype || t.shape != v.desc.shape || t.bytes.size() != static_cast<size_t>(n) * es)
+  if (t.f64 || t.dtype != v.desc.dtype || t.shape != v.desc.shape || t.bytes.size() != static_cast<size_t>(n) * es)
     throw std::runtime_error("tensor " + v.desc.name + " is " + std::string(dtype_name(t.dtype)) + " " +
                              shape_str(t.shape) + ", expected " + std::string(dtype_name(v.desc.dtype)) + " " +
                              shape_str(v.desc.shape));
@@ -76,7 +87,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, Stor
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t off = 0;
   for (auto& [name, t] : tensors) {
-    h[name] = {{"dtype", safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    h[name] = {{"dtype", t.f64 ? "F64" : safetensors_dtype(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
     off += t.bytes.size();
   }
   std::string hs = h.dump();
@@ -117,7 +128,7 @@ std::map<std::string, StoredTensor> read_safetensors(const std::string& path) {
     if (name == "__metadata__") continue;
     try {
       StoredTensor t;
-      t.dtype = dtype_from(path, e.at("dtype").get<std::string>());
+      t.dtype = dtype_from(path, e.at("dtype").get<std::string>(), t.f64);
       t.shape = e.at("shape").get<std::vector<int64_t>>();
       auto offs = e.at("data_offsets").get<std::vector<uint64_t>>();
       if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_size) bad(path, name + ": data_offsets outside the data");
@@ -126,7 +137,7 @@ std::map<std::string, StoredTensor> read_safetensors(const std::string& path) {
         if (d < 0) bad(path, name + ": negative dimension");
         n *= static_cast<uint64_t>(d);
       }
-      if (offs[1] - offs[0] != n * dtype_size(t.dtype))
+      if (offs[1] - offs[0] != n * (t.f64 ? 8 : dtype_size(t.dtype)))
         bad(path, name + ": " + std::to_string(offs[1] - offs[0]) + " bytes for " + std::to_string(n) + " elements");
       t.bytes.resize(offs[1] - offs[0]);
       f.seekg(static_cast<std::streamoff>(8 + hl + offs[0]));

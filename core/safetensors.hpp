@@ -14,6 +14,7 @@ namespace kv {
 /// One tensor as stored: contiguous row-major little-endian bytes.
 struct StoredTensor {
   DType dtype = DType::f32;
+  bool f64 = false;  // float64 elements (reference values in reproducer bundles); dtype unused
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
 };
@@ -28,6 +29,9 @@ void write_safetensors(const std::string& path, const std::map<std::string, Stor
                        const std::map<std::string, std::string>& metadata = {});
 /// Reads every tensor; a malformed file throws std::runtime_error naming the path and the defect.
 std::map<std::string, StoredTensor> read_safetensors(const std::string& path);
+
+/// Reference-precision values as an F64 tensor.
+StoredTensor f64_tensor(const std::vector<int64_t>& shape, const double* v, size_t n);
 
 /// The format's dtype names (F32, F16, BF16, I32).
 const char* safetensors_dtype(DType d);

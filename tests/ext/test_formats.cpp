@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/registry.hpp"
@@ -84,8 +86,8 @@ TEST(Safetensors, MalformedFilesAreRefusedWithTheirDefect) {
   EXPECT_NE(msg("short", "abc").find("shorter than"), std::string::npos);
   EXPECT_NE(msg("len", le64(1000) + "{}").find("exceeds the file"), std::string::npos);
   EXPECT_NE(msg("json", le64(4) + "{{{{").find("not JSON"), std::string::npos);
-  const std::string h1 = R"({"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})";
-  EXPECT_NE(msg("dtype", le64(h1.size()) + h1 + std::string(8, '\0')).find("unsupported dtype F64"), std::string::npos);
+  const std::string h1 = R"({"x":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})";
+  EXPECT_NE(msg("dtype", le64(h1.size()) + h1 + std::string(8, '\0')).find("unsupported dtype C64"), std::string::npos);
   const std::string h2 = R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})";
   EXPECT_NE(msg("size", le64(h2.size()) + h2 + std::string(8, '\0')).find("8 bytes for 3 elements"), std::string::npos);
   const std::string h3 = R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
@@ -135,4 +137,32 @@ TEST(ContractJson, DefectsAreRefusedByName) {
   // A directed rounding mode's u survives; RN's is the default.
   Contract k = Contract::from_json(nlohmann::json::parse(R"({"acc":"fp32","u":1.1920928955078125e-07})"));
   EXPECT_EQ(k.unit(), 0x1p-23);
+}
+
+TEST(Repro, AFailingCaseLeavesABundleThatReadsBack) {
+  const std::string out = kvtest::tmpdir("repro");
+  kvtest::Out o = kvtest::sh(KV_TESTBIN, "run --op rms_norm.fwd --impl host.bug.drop_last_square --dtype bf16 --shape 3x40 --out " + out);
+  ASSERT_EQ(o.code, 1) << o.text;
+  std::string dir;
+  for (auto& e : std::filesystem::directory_iterator(out + "/repro")) dir = e.path().string();
+  ASSERT_FALSE(dir.empty()) << o.text;
+  auto t = read_safetensors(dir + "/tensors.safetensors");
+  for (const char* n : {"x", "w", "y", "rstd", "ref.y", "ref_err.y", "lo.y", "hi.y", "ref.rstd"}) ASSERT_TRUE(t.count(n)) << n;
+  EXPECT_EQ(t.at("y").dtype, DType::bf16);
+  EXPECT_EQ(t.at("y").shape, (std::vector<int64_t>{3, 40}));
+  EXPECT_TRUE(t.at("ref.y").f64);
+  // The reference lies in its admissible interval, element by element.
+  auto f64 = [&](const char* n, size_t i) {
+    double v;
+    std::memcpy(&v, t.at(n).bytes.data() + 8 * i, 8);
+    return v;
+  };
+  for (size_t i = 0; i < 120; ++i) {
+    EXPECT_LE(f64("lo.y", i), f64("ref.y", i));
+    EXPECT_LE(f64("ref.y", i), f64("hi.y", i));
+  }
+  std::ifstream f(dir + "/case.json");
+  auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["verdict"], "fail");
+  EXPECT_NE(j["replay"].get<std::string>().find("impl=host.bug.drop_last_square"), std::string::npos);
 }
