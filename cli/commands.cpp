@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <random>
 
+#include "check/gate.hpp"
 #include "check/results.hpp"
 #include "cli/suite.hpp"
 #include "cli/supervisor.hpp"
@@ -293,6 +294,13 @@ int kverify_main(int argc, char** argv) {
   summary->add_option("--run-id", sum_run, "only this run (default: every line)");
   summary->add_option("--out", sum_out, "HTML file to write");
 
+  std::string gate_base, gate_results, gate_run;
+  auto* gatec = app.add_subcommand("gate", "a kernel change against a baseline: exit 1 on a new failure, a broken "
+                                           "determinism claim, or a p99 error ratio grown more than 2x");
+  gatec->add_option("--baseline", gate_base, "the baseline results file (same GPU type, previous build)")->required();
+  gatec->add_option("--results", gate_results, "the new results file")->required();
+  gatec->add_option("--run-id", gate_run, "only this run of the new results file");
+
   Common pc;
   std::string replay_case;
   auto* replay = app.add_subcommand("replay", "rerun one case from its one-line string");
@@ -339,6 +347,15 @@ int kverify_main(int argc, char** argv) {
       auto ext = load_extensions(lc, env);
       int rc = cmd_list(list_json);
       return ext->failures().empty() ? rc : 1;
+    }
+    if (*gatec) {
+      auto base = read_results(gate_base), now = read_results(gate_results, gate_run);
+      if (now.empty()) throw UsageError("no result lines in " + gate_results + (gate_run.empty() ? "" : " for run " + gate_run));
+      auto causes = gate(base, now);
+      for (auto& c : causes) std::cout << c.kind << ": " << c.detail << "\n    kverify replay '" << c.case_str << "'\n";
+      std::cout << "gate: " << now.size() << " result lines against " << base.size() << " baseline lines: "
+                << (causes.empty() ? "pass" : std::to_string(causes.size()) + " causes") << "\n";
+      return causes.empty() ? 0 : 1;
     }
     if (*summary) {
       auto lines = read_results(sum_results, sum_run);
