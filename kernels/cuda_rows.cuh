@@ -87,14 +87,32 @@ __device__ __forceinline__ void load_chunk(const Mat& m, int64_t row, int64_t j0
   unpack_all<X>(load_raw<X>(m, row, j0, cnt), v);
 }
 
+/// Two values rounded to X (round to nearest even) in one word; one instruction for
+/// fp16 and bf16.
+template <typename X>
+__device__ __forceinline__ uint32_t pack2(float a, float b);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
 /// Stores cnt values rounded to X (round to nearest even) at chunk j0 of row `row`.
 template <typename X>
 __device__ __forceinline__ void store_chunk(const Mat& m, int64_t row, int64_t j0, int cnt, const float (&v)[kV<X>]) {
   X* p = static_cast<X*>(m.base) + row * m.rs + j0 * m.cs;
   if (m.vec && cnt == kV<X>) {
-    uint4 u = make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-    for (int i = 0; i < kV<X>; ++i) put_bits<X>(u, i, bits_of<X>(cvt<X>(v[i])));
+    uint4 u;
+    if constexpr (sizeof(X) == 4) {
+      u = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+    } else {
+      u = make_uint4(pack2<X>(v[0], v[1]), pack2<X>(v[2], v[3]), pack2<X>(v[4], v[5]), pack2<X>(v[6], v[7]));
+    }
     *reinterpret_cast<uint4*>(p) = u;
     return;
   }
@@ -158,16 +176,27 @@ __device__ __forceinline__ void cache_get(const float4* s, int64_t nch, int t, i
   }
 }
 
-/// Block-wide sums of K values: a shuffle tree in each warp, then each warp combines the
-/// warps' totals by the same tree (every thread returns the same bits; lanes and warps
-/// past the data add exact zeros). red: K*32 floats of shared memory.
-template <int K>
-__device__ __forceinline__ void block_sum(float (&v)[K], float* red) {
+struct SumOp {
+  static constexpr float kIdentity = 0.0f;
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  static constexpr float kIdentity = -INFINITY;
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// Block-wide reductions of K values: a shuffle tree in each warp, then each warp combines
+/// the warps' totals by the same tree, so every thread returns the same bits (lanes and
+/// warps past the data contribute the identity: a sum adds exact zeros). A block of one
+/// warp stops after its tree, which gives the same values. red: K*32 floats of shared memory.
+template <class Op, int K>
+__device__ __forceinline__ void block_reduce(float (&v)[K], float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 #pragma unroll
   for (int k = 0; k < K; ++k)
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], off);
+    for (int off = 16; off > 0; off >>= 1) v[k] = Op()(v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
+  if (nw == 1) return;
   __syncthreads();  // red may still be read by the previous reduction
   if (lane == 0)
 #pragma unroll
@@ -175,25 +204,41 @@ __device__ __forceinline__ void block_sum(float (&v)[K], float* red) {
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    v[k] = lane < nw ? red[k * 32 + lane] : 0.0f;
+    v[k] = lane < nw ? red[k * 32 + lane] : Op::kIdentity;
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], off);
+    for (int off = 16; off > 0; off >>= 1) v[k] = Op()(v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
+  }
+}
+template <int K>
+__device__ __forceinline__ void block_sum(float (&v)[K], float* red) {
+  block_reduce<SumOp, K>(v, red);
+}
+
+/// f(i) for the elements of a chunk in order: all V without a test for a whole chunk (the
+/// common case), else those below cnt.
+template <int V, class F>
+__device__ __forceinline__ void for_elems(int cnt, F&& f) {
+  if (cnt == V) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) f(i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (i < cnt) f(i);
   }
 }
 
-/// Block-wide maximum (exact, so its order does not matter). red: 32 floats.
-__device__ __forceinline__ float block_max(float v, float* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+/// R rows of a block's group starting at g: row k is g+k where it exists (ok), else g
+/// (its loads stay in bounds; nothing of it is stored).
+template <int R>
+struct RowGroup {
+  int64_t row[R];
+  bool ok[R];
+  __device__ __forceinline__ RowGroup(int64_t g, int64_t end) {
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  __syncthreads();
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  v = lane < nw ? red[lane] : -INFINITY;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
+    for (int k = 0; k < R; ++k) ok[k] = g + k < end, row[k] = ok[k] ? g + k : g;
+  }
+};
 
 /// Blocks for one block per row (grid-stride beyond the grid limit).
 inline unsigned grid_rows(int64_t rows) { return static_cast<unsigned>(rows < 2147483647 ? rows : 2147483647); }

@@ -18,62 +18,95 @@ using namespace kv::rowcuda;
 
 namespace {
 
-template <typename X>
-__global__ void __launch_bounds__(1024) fwd_kernel_t(FwdArgs a) {
+template <typename X, int R>
+__global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel_t(FwdArgs a) {
   constexpr int V = kV<X>;
-  __shared__ float red[32];
-  float4* cache = dyn_smem();
+  __shared__ float red[R * 32];
+  float4* cache = dyn_smem();  // the group's rows: cache tensors 0 .. R-1; w: R; b: R+1
   const bool cached = a.cache_bytes > 0;
   const int64_t nch = (a.n + V - 1) / V;
   const float N = static_cast<float>(a.n);  // exact: the host takes n <= 2^24
-  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-    float s[1] = {0.0f};
+  if (cached)  // w and b once per block (the grid is about as large as the GPU holds)
     for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
       const int cnt = chunk_count<V>(a.n, c);
-      float v[V];
-      load_chunk<X>(a.x, row, c * V, cnt, v);
-#pragma unroll
-      for (int i = 0; i < V; ++i)
-        if (i < cnt) s[0] += v[i];
-      if (cached) cache_put<V>(cache, nch, 0, c, v);
-    }
-    block_sum<1>(s, red);
-    const float mean = __fdiv_rn(s[0], N);
-    float q[1] = {0.0f};
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
-      const int cnt = chunk_count<V>(a.n, c);
-      float v[V];
-      if (cached) cache_get<V>(cache, nch, 0, c, v);
-      else load_chunk<X>(a.x, row, c * V, cnt, v);
-#pragma unroll
-      for (int i = 0; i < V; ++i)
-        if (i < cnt) {
-          v[i] = v[i] - mean;
-          q[0] += v[i] * v[i];
-        }
-      if (cached) cache_put<V>(cache, nch, 0, c, v);
-    }
-    block_sum<1>(q, red);
-    const float rstd = rsqrtf(__fdiv_rn(q[0], N) + a.eps);
-    if (threadIdx.x == 0) {
-      st_any(a.mean.base, a.mean.dtype, row * a.mean.rs, mean);
-      st_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs, rstd);
-    }
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
-      const int cnt = chunk_count<V>(a.n, c);
-      float d[V], w[V], b[V];
-      if (cached) {
-        cache_get<V>(cache, nch, 0, c, d);
-      } else {
-        load_chunk<X>(a.x, row, c * V, cnt, d);  // y may share x's storage: read before written
-#pragma unroll
-        for (int i = 0; i < V; ++i) d[i] = d[i] - mean;
-      }
+      float w[V], b[V];
       load_any<V>(a.w, 0, c * V, cnt, w);
       load_any<V>(a.b, 0, c * V, cnt, b);
+      cache_put<V>(cache, nch, R, c, w);
+      cache_put<V>(cache, nch, R + 1, c, b);
+    }
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * R; g < a.rows; g += static_cast<int64_t>(gridDim.x) * R) {
+    const RowGroup<R> rg(g, a.rows);
+    float s[R];
 #pragma unroll
-      for (int i = 0; i < V; ++i) d[i] = (d[i] * rstd) * w[i] + b[i];
-      store_chunk<X>(a.y, row, c * V, cnt, d);
+    for (int k = 0; k < R; ++k) s[k] = 0.0f;
+    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<V>(a.n, c);
+      uint4 raw[R];
+#pragma unroll
+      for (int k = 0; k < R; ++k) raw[k] = load_raw<X>(a.x, rg.row[k], c * V, cnt);
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        float v[V];
+        unpack_all<X>(raw[k], v);
+        for_elems<V>(cnt, [&](int i) { s[k] += v[i]; });
+        if (cached) cache_put<V>(cache, nch, k, c, v);
+      }
+    }
+    block_sum<R>(s, red);
+    float mean[R], q[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) mean[k] = __fdiv_rn(s[k], N), q[k] = 0.0f;
+    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<V>(a.n, c);
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        float v[V];
+        if (cached) cache_get<V>(cache, nch, k, c, v);
+        else load_chunk<X>(a.x, rg.row[k], c * V, cnt, v);
+        for_elems<V>(cnt, [&](int i) {
+          v[i] = v[i] - mean[k];
+          q[k] += v[i] * v[i];
+        });
+        if (cached) cache_put<V>(cache, nch, k, c, v);
+      }
+    }
+    block_sum<R>(q, red);
+    float rstd[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) rstd[k] = rsqrtf(__fdiv_rn(q[k], N) + a.eps);
+    if (threadIdx.x == 0)
+#pragma unroll
+      for (int k = 0; k < R; ++k)
+        if (rg.ok[k]) {
+          st_any(a.mean.base, a.mean.dtype, rg.row[k] * a.mean.rs, mean[k]);
+          st_any(a.rstd.base, a.rstd.dtype, rg.row[k] * a.rstd.rs, rstd[k]);
+        }
+    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<V>(a.n, c);
+      float w[V], b[V];
+      if (cached) {
+        cache_get<V>(cache, nch, R, c, w);
+        cache_get<V>(cache, nch, R + 1, c, b);
+      } else {
+        load_any<V>(a.w, 0, c * V, cnt, w);
+        load_any<V>(a.b, 0, c * V, cnt, b);
+      }
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        if (!rg.ok[k]) continue;
+        float d[V];
+        if (cached) {
+          cache_get<V>(cache, nch, k, c, d);
+        } else {
+          load_chunk<X>(a.x, rg.row[k], c * V, cnt, d);  // y may share x's storage: read before written
+#pragma unroll
+          for (int i = 0; i < V; ++i) d[i] = d[i] - mean[k];
+        }
+#pragma unroll
+        for (int i = 0; i < V; ++i) d[i] = (d[i] * rstd[k]) * w[i] + b[i];
+        store_chunk<X>(a.y, rg.row[k], c * V, cnt, d);
+      }
     }
   }
 }
@@ -113,7 +146,7 @@ struct Partials {
 };
 
 template <typename X, int R>
-__global__ void __launch_bounds__(R == 1 ? 1024 : 512) bwd_kernel_t(BwdArgs a) {
+__global__ void __launch_bounds__(R == 1 ? 1024 : R == 4 ? 512 : 256) bwd_kernel_t(BwdArgs a) {
   constexpr int V = kV<X>;
   __shared__ float red[2 * R * 32];
   const int64_t nch = (a.n + V - 1) / V;
@@ -225,21 +258,49 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) bwd_kernel_t(BwdArgs a) {
   }
 }
 
-/// Rows in flight per program: 4 where blocks of up to 512 threads leave the registers
-/// for them, 1 for 1024-thread blocks (64 registers per thread).
-constexpr int rows_in_flight(int threads) { return threads <= 512 ? 4 : 1; }
+/// Rows in flight per program (one block per SM at most): 8 for blocks of up to 256
+/// threads, 4 for 512, 1 for 1024 (64 registers per thread).
+constexpr int rows_in_flight(int threads) { return threads <= 256 ? 8 : threads <= 512 ? 4 : 1; }
 
 template <typename X>
 const void* bwd_kernel_for(int threads) {
-  return rows_in_flight(threads) == 4 ? reinterpret_cast<const void*>(&bwd_kernel_t<X, 4>)
-                                      : reinterpret_cast<const void*>(&bwd_kernel_t<X, 1>);
+  switch (rows_in_flight(threads)) {
+    case 8: return reinterpret_cast<const void*>(&bwd_kernel_t<X, 8>);
+    case 4: return reinterpret_cast<const void*>(&bwd_kernel_t<X, 4>);
+    default: return reinterpret_cast<const void*>(&bwd_kernel_t<X, 1>);
+  }
+}
+
+template <typename X>
+const void* fwd_kernel_for(int rows_per_block) {
+  return rows_per_block == 2 ? reinterpret_cast<const void*>(&fwd_kernel_t<X, 2>)
+                             : reinterpret_cast<const void*>(&fwd_kernel_t<X, 1>);
+}
+
+/// As many blocks as the GPU holds at once (each loops over row groups and loads w and b
+/// once), or fewer where there are fewer row groups.
+unsigned resident_grid(const void* fn, int threads, size_t smem, int64_t groups) {
+  int dev = 0, sms = 0, per_sm = 0;
+  KV_CUDA(cudaGetDevice(&dev));
+  KV_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  KV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
+  const int64_t full = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  return grid_rows(groups < full ? groups : full);
+}
+
+template <typename X, int R>
+void fwd_r(const FwdArgs& a, cudaStream_t s) {
+  const size_t smem = static_cast<size_t>(a.cache_bytes);
+  const unsigned grid = resident_grid(reinterpret_cast<const void*>(&fwd_kernel_t<X, R>), a.threads, smem, (a.rows + R - 1) / R);
+  fwd_kernel_t<X, R><<<grid, a.threads, smem, s>>>(a);
+  KV_CUDA_LAUNCHED();
 }
 
 template <typename X>
 void fwd_t(const FwdArgs& a, cudaStream_t s) {
   if (a.rows == 0) return;
-  fwd_kernel_t<X><<<grid_rows(a.rows), a.threads, static_cast<size_t>(a.cache_bytes), s>>>(a);
-  KV_CUDA_LAUNCHED();
+  if (a.rows_per_block == 2) fwd_r<X, 2>(a, s);
+  else fwd_r<X, 1>(a, s);
 }
 
 template <typename X>
@@ -250,8 +311,11 @@ void bwd_t(const BwdArgs& a, cudaStream_t s) {
   }
   const auto grid = static_cast<unsigned>(a.partials);
   const auto smem = static_cast<size_t>(a.acc_bytes);
-  if (rows_in_flight(a.threads) == 4) bwd_kernel_t<X, 4><<<grid, a.threads, smem, s>>>(a);
-  else bwd_kernel_t<X, 1><<<grid, a.threads, smem, s>>>(a);
+  switch (rows_in_flight(a.threads)) {
+    case 8: bwd_kernel_t<X, 8><<<grid, a.threads, smem, s>>>(a); break;
+    case 4: bwd_kernel_t<X, 4><<<grid, a.threads, smem, s>>>(a); break;
+    default: bwd_kernel_t<X, 1><<<grid, a.threads, smem, s>>>(a);
+  }
   KV_CUDA_LAUNCHED();
   const ColSum sums[2] = {{a.dw_partials, a.dw_acc, a.dw.base, a.dw.dtype, a.dw.cs},
                           {a.db_partials, a.db_acc, a.db.base, a.db.dtype, a.db.cs}};
@@ -272,10 +336,10 @@ void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s) {
   else bwd_t<__nv_bfloat16>(a, s);
 }
 
-const void* fwd_kernel(DType x) {
-  if (x == DType::f32) return reinterpret_cast<const void*>(&fwd_kernel_t<float>);
-  if (x == DType::f16) return reinterpret_cast<const void*>(&fwd_kernel_t<__half>);
-  return reinterpret_cast<const void*>(&fwd_kernel_t<__nv_bfloat16>);
+const void* fwd_kernel(DType x, int rows_per_block) {
+  if (x == DType::f32) return fwd_kernel_for<float>(rows_per_block);
+  if (x == DType::f16) return fwd_kernel_for<__half>(rows_per_block);
+  return fwd_kernel_for<__nv_bfloat16>(rows_per_block);
 }
 
 const void* bwd_kernel(DType x, int threads) {

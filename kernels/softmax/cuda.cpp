@@ -36,15 +36,18 @@ class CudaSoftmax : public CudaRowImpl {
   }
   std::vector<KernelRef> kernels(const Case& c) const override {
     const DType x = row_dtype(c);
-    return {{op() + "<" + std::string(dtype_name(x)) + ">", smcuda::kernel(x, bwd_),
-             static_cast<size_t>(smcuda::cache_bytes(bwd_, c.shape.back(), x))}};
+    const int64_t n = c.shape.back();
+    const int r = smcuda::rows_per_block(bwd_, n, x, threads(c));
+    return {{op() + "<" + std::string(dtype_name(x)) + ">", smcuda::kernel(x, bwd_, r),
+             static_cast<size_t>(smcuda::cache_bytes(bwd_, n, x, r))}};
   }
   void launch(DevSet& d, const Case& c, const DeviceProfile&) const override {
     const DType x = row_dtype(c);
     const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
     const rowcuda::Mat none{nullptr, 0, 0, 0, 0};
+    const int r = smcuda::rows_per_block(bwd_, n, x, threads(c));
     smcuda::Args a{bwd_ ? none : view(d, c, "x"), view(d, c, "y"), bwd_ ? view(d, c, "dy") : none,
-                   bwd_ ? view(d, c, "dx") : none, rows, n, threads(c), smcuda::cache_bytes(bwd_, n, x)};
+                   bwd_ ? view(d, c, "dx") : none, rows, n, threads(c), r, smcuda::cache_bytes(bwd_, n, x, r)};
     smcuda::launch(x, bwd_, a, d.stream);
   }
 
