@@ -12,6 +12,8 @@
 
 #include "check/gate.hpp"
 #include "check/results.hpp"
+#include "cli/common.hpp"
+#include "cli/fuzz.hpp"
 #include "cli/suite.hpp"
 #include "cli/supervisor.hpp"
 #include "core/error.hpp"
@@ -28,17 +30,7 @@
 
 namespace kv {
 
-namespace {
-
-struct Common {
-  std::string shard;
-  std::string device = "auto";
-  std::string profile;
-  double timeout_s = 600;
-  std::string out = "out";
-  ExtensionOptions ext;
-};
-
+// add_common and what follows to load_extensions are shared with fuzz (cli/common.hpp).
 void add_extension_options(CLI::App* app, ExtensionOptions& o) {
   app->add_option("--plugin", o.plugins, "a plugin (.so) registering impls (repeatable; include/kverify/plugin.h)");
   app->add_option("--worker", o.worker, "an external worker command, started once (examples/worker/PROTOCOL.md)");
@@ -95,6 +87,8 @@ std::unique_ptr<Extensions> load_extensions(const Common& c, const RunEnv& env) 
   for (auto& f : ext->failures()) std::cerr << "kverify: " << f.source << " unusable, its cases will be errors: " << f.reason << "\n";
   return ext;
 }
+
+namespace {
 
 /// Validates a case against the device before it is queued: invalid configs are usage
 /// errors. An impl that cannot even answer (a crashed worker) reports it when the case runs.
@@ -319,6 +313,11 @@ int kverify_main(int argc, char** argv) {
   mma->add_option("--device", mc.device, "cuda (the default when a GPU is present)");
   mma->add_option("--out", mma_out, "where to write the probe JSON");
 
+  FuzzCommand fz;
+  auto* fuzzc = add_fuzz_command(app, fz);
+  MergeCommand mg;
+  auto* mergec = add_merge_command(app, mg);
+
   Common wc;
   std::string worker_run_id;
   auto* worker = app.add_subcommand("__worker", "internal: the worker process");
@@ -403,6 +402,8 @@ int kverify_main(int argc, char** argv) {
       throw UsageError("calibrate-mma needs a CUDA build (configure with -DKVERIFY_CUDA=ON)");
 #endif
     }
+    if (*fuzzc) return run_fuzz_command(fz);
+    if (*mergec) return run_merge_command(mg);
     if (*replay) {
       RunEnv env = make_env(pc);
       Case c = Case::parse(replay_case);

@@ -115,7 +115,9 @@ class HostRmsNorm : public Impl {
       sq[j] = ar(v * v);
     }
     if (bug_ == RmsBug::drop_last_square) sq[n - 1] = 0.0f;
-    float s = block_sum(sq, idx, 32 * c.config_int("num_warps", 4), ar, bug_ == RmsBug::bf16_accumulation);
+    const int64_t lanes = 32 * c.config_int("num_warps", 4);
+    if (bug_ == RmsBug::drop_tail && n > lanes) std::fill(sq.begin() + (n - n % lanes), sq.end(), 0.0f);
+    float s = block_sum(sq, idx, lanes, ar, bug_ == RmsBug::bf16_accumulation);
     float denom = static_cast<float>(bug_ == RmsBug::divide_by_n_minus_1 ? std::max<int64_t>(n - 1, 1) : n);
     float ms = ar(s / denom);
     float eps = ar(static_cast<float>(round_to(ar.lowp ? ar.d : DType::f32, c.attr_real("eps"))));

@@ -20,6 +20,9 @@ enum class RmsBug {
   write_nan,           // one output element written as NaN
   leave_unwritten,     // one output element never written
   write_past_end,      // one element written one past the end of the output
+  drop_tail,           // rows longer than a block (32*num_warps lanes) lose their last N % lanes
+                       // squares: a block-strided main loop whose tail loop went missing
+                       // (shorter rows take a correct one-pass path), so only some N fail
 };
 
 std::unique_ptr<Impl> make_host_rms_norm(bool bwd, RmsBug bug = RmsBug::none, std::string name = "host");

@@ -1,0 +1,32 @@
+// Options and setup shared by the subcommands that run cases (run, replay, fuzz): the
+// device, its profile, the watchdog, the output directory and the external impls.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check/runner.hpp"
+#include "ext/extensions.hpp"
+
+namespace kv {
+
+struct Common {
+  std::string shard;
+  std::string device = "auto";
+  std::string profile;
+  double timeout_s = 600;
+  std::string out = "out";
+  ExtensionOptions ext;
+};
+
+/// --device, --device-profile, --timeout, --out, --plugin, --worker, --worker-timeout.
+void add_common(CLI::App* app, Common& c);
+/// The device (throws UsageError when it is not there) and a fresh run id.
+RunEnv make_env(const Common& c);
+/// Arguments of the case-running worker process (cli/supervisor.hpp).
+std::vector<std::string> worker_args(const Common& c, const RunEnv& env, const Extensions& ext);
+/// Loads the run's plugins and starts its worker; says on stderr what could not be used.
+std::unique_ptr<Extensions> load_extensions(const Common& c, const RunEnv& env);
+
+}  // namespace kv

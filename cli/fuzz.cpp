@@ -1,0 +1,101 @@
+// `kverify fuzz` and `kverify merge` (cli/fuzz.hpp): campaign cases run in the same
+// worker process as `run` (a crash or hang becomes `error` and the worker restarts).
+#include "cli/fuzz.hpp"
+
+#include <filesystem>
+#include <iostream>
+
+#include "check/results.hpp"
+#include "cli/supervisor.hpp"
+#include "core/error.hpp"
+#include "core/registry.hpp"
+#include "fuzz/state.hpp"
+
+namespace kv {
+
+CLI::App* add_fuzz_command(CLI::App& app, FuzzCommand& f) {
+  auto* c = app.add_subcommand("fuzz", "a fuzz campaign: curated worst cases, then generated cases (RapidCheck) with "
+                                       "failures shrunk to a minimal case; resumable and shardable");
+  f.common.out = "out/fuzz";
+  c->add_option("--op", f.opts.ops, "op to fuzz, e.g. rms_norm.fwd (repeatable; 'all': every op); required");
+  c->add_option("--impl", f.opts.impls, "impl (repeatable; default: every impl of the op on the device)");
+  f.cases_opt = c->add_option("--budget-cases", f.budget_cases,
+                              "generated cases to run, indices 0..N-1 (default 100 unless --budget-seconds)");
+  f.seconds_opt = c->add_option("--budget-seconds", f.budget_seconds, "stop starting cases after this many seconds");
+  f.seed_opt = c->add_option("--seed", f.seed, "campaign seed (default: random; kept in DIR/campaign.json)");
+  add_common(c, f.common);
+  c->get_option("--out")->description("campaign directory DIR: campaign.json, results.jsonl, failures.jsonl, "
+                                      "shrinks.jsonl, repro/ (default out/fuzz)");
+  c->add_flag("--resume", f.opts.resume,
+              "continue the campaign in DIR: its options and seed from campaign.json, indices in results.jsonl skipped");
+  f.shard_opt = c->add_option("--shard", f.shard, "run shard i of N (i/N): the indices = i mod N; join with kverify merge");
+  f.max_opt = c->add_option("--max-elements", f.max_elements,
+                            "cap on the elements of a generated shape (product of its dims; default 1048576)");
+  f.curated_opt = c->add_option("--curated", f.curated,
+                                "curated tier replayed first: a file like fuzz/curated.json, or none (default: built in)");
+  c->add_option("--max-shrink-runs", f.opts.max_shrink_runs, "bound on the cases run to shrink one failure (default 200)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--max-shrink-seconds", f.opts.max_shrink_seconds, "bound on the time spent shrinking one failure (default 300)")
+      ->check(CLI::NonNegativeNumber);
+  return c;
+}
+
+namespace {
+
+std::string replay_options(const Common& c, const RunEnv& env) {
+  std::string o = " --device " + env.device.kind;
+  if (!c.profile.empty()) o += " --device-profile " + c.profile;
+  for (auto& p : c.ext.plugins) o += " --plugin " + std::filesystem::absolute(p).string();
+  if (!c.ext.worker.empty()) o += " --worker '" + c.ext.worker + "'";
+  return o;
+}
+
+}  // namespace
+
+int run_fuzz_command(FuzzCommand& f) {
+  CampaignOptions& o = f.opts;
+  if (f.seed_opt->count()) o.seed = f.seed;
+  if (f.cases_opt->count()) o.budget_cases = f.budget_cases;
+  if (f.seconds_opt->count()) o.budget_seconds = f.budget_seconds;
+  if (f.max_opt->count()) o.max_elements = f.max_elements;
+  if (f.shard_opt->count()) o.shard = f.shard;
+  if (f.curated_opt->count()) o.curated = f.curated;
+  if (o.ops.empty() && !o.resume) throw UsageError("fuzz needs at least one --op (or --op all)");
+  RunEnv env = make_env(f.common);
+  o.out = f.common.out;
+  o.device = env.device.kind;
+  std::filesystem::create_directories(o.out);
+  auto ext = load_extensions(f.common, env);
+  // Impls a failed plugin or worker would have offered stand in, so their cases are errors.
+  ext->register_stand_ins(o.ops.empty() ? stored_ops(o.out) : o.ops, o.impls, env.device.kind);
+  o.replay_options = replay_options(f.common, env);
+  Supervisor sup(worker_args(f.common, env, *ext), f.common.timeout_s);
+  if (ext->has_worker()) sup.set_relay([&](const nlohmann::json& req) { return ext->relay(req); });
+  CampaignIO io;
+  io.run = [&](const Case& c) {
+    auto why = unavailable_reason(registry().impl(c.op, c.impl));
+    return why ? error_result(c, env, *why) : sup.run(c, env);
+  };
+  io.refused = [&](const Case& c) { return registry().impl(c.op, c.impl).invalid_reason(c, env.device.profile); };
+  int code = run_campaign(o, io);
+  return ext->failures().empty() ? code : 1;
+}
+
+CLI::App* add_merge_command(CLI::App& app, MergeCommand& m) {
+  auto* c = app.add_subcommand("merge", "join result files of campaign shards into a new file (lines deduplicated by "
+                                        "campaign seed and index)");
+  c->add_option("out", m.out, "the merged results file to write (must not exist)")->required();
+  c->add_option("in", m.in, "results files of the shards (DIR/results.jsonl)")->required();
+  return c;
+}
+
+int run_merge_command(const MergeCommand& m) {
+  int64_t total = 0;
+  for (auto& p : m.in) total += static_cast<int64_t>(read_results(p).size());
+  int64_t kept = merge_results(m.out, m.in);
+  std::cout << "merged " << kept << " result lines from " << m.in.size() << " files (" << total - kept
+            << " duplicates dropped): " << m.out << "\n";
+  return 0;
+}
+
+}  // namespace kv

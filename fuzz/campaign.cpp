@@ -1,0 +1,278 @@
+// The campaign loop (fuzz/campaign.hpp): the curated tier, then generated cases by index;
+// each result appended with its `fuzz` object; failures shrunk into failures.jsonl.
+#include "fuzz/campaign.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "check/results.hpp"
+#include "core/error.hpp"
+#include "core/registry.hpp"
+#include "fuzz/curated.hpp"
+#include "fuzz/gen.hpp"
+#include "fuzz/progress.hpp"
+#include "fuzz/shrink.hpp"
+#include "fuzz/state.hpp"
+#include "reports/summary.hpp"
+
+namespace kv {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// One entry of the sequence: curated (index < 0) or generated (index >= 0).
+struct Entry {
+  int64_t index;
+  int size = 0;               // RapidCheck size it was drawn at (generated only)
+  rc::Shrinkable<Case> case_;
+  std::string note;           // curated only
+};
+
+bool failing(const nlohmann::json& j) {
+  const std::string v = j.value("verdict", "");
+  return v == "fail" || v == "error";
+}
+
+class Campaign {
+ public:
+  Campaign(const CampaignOptions& o, const CampaignState& st, const CampaignIO& io)
+      : o_(o), st_(st), io_(io), dir_(o.out), results_path_((dir_ / "results.jsonl").string()),
+        failures_path_((dir_ / "failures.jsonl").string()), results_(results_path_), failures_(failures_path_),
+        shrinks_((dir_ / "shrinks.jsonl").string()), progress_(-1) {
+    for (auto& [op, impl] : st_.pairs) gens_.push_back(candidate_gen(make_space(op, impl), {st_.max_elements}));
+  }
+
+  /// Reads what an earlier session finished (results and shrunk failures of this seed).
+  void load_done() {
+    for (auto& j : read_results(results_path_)) {
+      if (!j.contains("fuzz") || j["fuzz"].value("seed", uint64_t(0)) != st_.seed) continue;
+      const int64_t idx = j["fuzz"].value("index", int64_t(0));
+      if (done_.count(idx)) continue;
+      count(j, idx < 0);
+      done_.emplace(idx, std::move(j));
+    }
+    for (auto& j : read_results(failures_path_))
+      if (j.contains("fuzz") && j["fuzz"].value("seed", uint64_t(0)) == st_.seed) shrunk_.insert(j["fuzz"].value("index", int64_t(0)));
+  }
+
+  int run() {
+    start_ = Clock::now();
+    // The curated tier, once per impl of its op, numbered -1, -2, ... in file order.
+    std::vector<Entry> curated;
+    int64_t k = 0;
+    for (auto& cc : load_curated(st_.curated)) {
+      for (auto& [op, impl] : st_.pairs) {
+        if (op != cc.c.op) continue;
+        Case c = cc.c;
+        c.impl = impl;
+        if (!st_.shard.has(k++)) continue;
+        Case n = c;
+        bool ok = true;
+        try {
+          registry().normalize(n);
+        } catch (const UsageError&) {
+          ok = false;
+        }
+        curated.push_back(Entry{-k, 0, ok ? shrinkable_case(n) : rc::shrinkable::just(c), cc.note});
+      }
+    }
+    if (st_.budget_cases >= 0) progress_.set_planned(static_cast<int64_t>(curated.size()) + planned());
+    for (auto& e : curated) {
+      if (out_of_time()) return finish(true);
+      process(e);
+    }
+    for (int64_t i = 0; st_.budget_cases < 0 || i < st_.budget_cases; ++i) {
+      if (!st_.shard.has(i)) continue;
+      if (out_of_time()) return finish(true);
+      const uint64_t key = splitmix(st_.seed ^ splitmix(static_cast<uint64_t>(i)));
+      const int size = static_cast<int>(splitmix(key ^ 0x51ED) % 101);
+      process(Entry{i, size, gens_[static_cast<size_t>(i) % gens_.size()](rc::Random(key), size), ""});
+    }
+    return finish(false);
+  }
+
+ private:
+  const CampaignOptions& o_;
+  const CampaignState& st_;
+  const CampaignIO& io_;
+  fs::path dir_;
+  std::string results_path_, failures_path_;
+  ResultsWriter results_, failures_, shrinks_;
+  Progress progress_;
+  std::vector<rc::Gen<Case>> gens_;
+  std::map<int64_t, nlohmann::json> done_;
+  std::set<int64_t> shrunk_;
+  Tally tally_;
+  std::map<std::string, std::string> reject_example_;  // by the op / by the device: one reason each
+  Clock::time_point start_;
+
+  int64_t planned() const {
+    const int64_t b = st_.budget_cases, i = st_.shard.i, n = st_.shard.n;
+    return b > i ? (b - i + n - 1) / n : 0;  // indices i, i+n, ... below b
+  }
+
+  bool out_of_time() const {
+    return st_.budget_seconds > 0 && std::chrono::duration<double>(Clock::now() - start_).count() >= st_.budget_seconds;
+  }
+
+  void count(const nlohmann::json& j, bool curated) {
+    ++tally_.verdicts[j.value("verdict", "error")];
+    tally_.curated += curated;
+  }
+
+  nlohmann::json fuzz_info(const Entry& e) const {
+    nlohmann::json f = {{"seed", st_.seed}, {"index", e.index}, {"shard", st_.shard.str()},
+                        {"tier", e.index < 0 ? "curated" : "generated"}};
+    if (e.index >= 0) f["size"] = e.size;
+    else f["note"] = e.note;
+    return f;
+  }
+
+  void reject(const std::string& by, const std::string& why) {
+    ++tally_.rejected;
+    reject_example_.emplace(by, why);
+    progress_.update(tally_);
+  }
+
+  void process(const Entry& e) {
+    const Case c = e.case_.value();
+    if (auto it = done_.find(e.index); it != done_.end()) {
+      // Done by an earlier session: the regenerated case must be the one it ran.
+      if (it->second.value("case", "") != c.str())
+        throw UsageError(results_path_ + ": index " + std::to_string(e.index) + " of seed " + std::to_string(st_.seed) +
+                         " ran '" + it->second.value("case", "") + "', this build generates '" + c.str() +
+                         "': resume with the build that started the campaign, or start a new one");
+      if (failing(it->second) && !shrunk_.count(e.index)) shrink(e, it->second);
+      return;
+    }
+    Case n = c;
+    try {
+      registry().normalize(n);
+    } catch (const UsageError& err) {
+      return reject("the op", c.str() + ": " + err.what());
+    }
+    std::optional<std::string> refused;
+    try {
+      if (io_.refused) refused = io_.refused(n);
+    } catch (const std::exception&) {
+      // An impl that cannot even answer (a crashed worker) reports it when the case runs.
+    }
+    if (refused) return reject("the device", c.str() + ": " + *refused);
+    nlohmann::json j = io_.run(n);
+    j["fuzz"] = fuzz_info(e);
+    results_.append(j);
+    ++tally_.run;
+    count(j, e.index < 0);
+    progress_.update(tally_);
+    if (failing(j)) shrink(e, j);
+  }
+
+  void shrink(const Entry& e, const nlohmann::json& first) {
+    std::string label = "#";  // piecewise: GCC 12 warns falsely (-Wrestrict) on "..." + string
+    label += std::to_string(e.index);
+    int n = 0;
+    const auto t0 = Clock::now();
+    auto stop = [&] {
+      return out_of_time() || std::chrono::duration<double>(Clock::now() - t0).count() >= o_.max_shrink_seconds;
+    };
+    ShrinkResult r = shrink_failure(
+        e.case_, first, io_, o_.max_shrink_runs, stop,
+        [&](const nlohmann::json& j) {
+          nlohmann::json line = j;
+          line["fuzz"] = fuzz_info(e);
+          line["fuzz"]["shrink_run"] = ++n;
+          shrinks_.append(line);
+          ++tally_.shrink_runs;
+          progress_.update(tally_, "shrinking " + label + ": " + std::to_string(n) + " runs");
+        });
+    std::string replay = "kverify replay '";
+    replay += r.minimal.str();
+    replay += "'";
+    replay += o_.replay_options;
+    nlohmann::json f = {{"case", r.minimal.str()},
+                        {"verdict", r.result.value("verdict", "error")},
+                        {"reason", r.result.value("reason", "")},
+                        {"replay", replay},
+                        {"repro", r.result.value("repro", "")},
+                        {"original", {{"case", first.value("case", "")}, {"reason", first.value("reason", "")},
+                                      {"repro", first.value("repro", "")}}},
+                        {"shrink", {{"runs", r.runs}, {"steps", r.steps}, {"complete", r.complete}}},
+                        {"fuzz", fuzz_info(e)}};
+    failures_.append(f);
+    shrunk_.insert(e.index);
+    ++tally_.failures;
+    progress_.clear();
+    std::cout << (e.index < 0 ? "curated " : "") << f["verdict"].get<std::string>() << " " << label << " ("
+              << r.minimal.op << " " << r.minimal.impl << "), shrunk in " << r.steps << " steps (" << r.runs << " runs"
+              << (r.complete ? "" : ", stopped early") << "):\n    " << replay << "\n    "
+              << f["reason"].get<std::string>() << "\n";
+    if (!f["repro"].get<std::string>().empty()) std::cout << "    repro: " << f["repro"].get<std::string>() << "\n";
+    std::cout << std::flush;
+    progress_.update(tally_, "", true);
+  }
+
+  int finish(bool timed_out) {
+    progress_.finish(tally_);
+    const std::string html = (dir_ / "summary.html").string();
+    write_summary_html(html, read_results(results_path_), "fuzz campaign " + std::to_string(st_.seed));
+    std::cout << "fuzz campaign seed " << st_.seed << " (shard " << st_.shard.str() << "): " << tally_.total()
+              << " cases (" << tally_.curated << " curated)";
+    for (auto& [v, n] : tally_.verdicts) std::cout << ", " << n << " " << v;
+    std::cout << ", " << tally_.rejected << " rejected";
+    if (timed_out) std::cout << "; stopped by --budget-seconds";
+    std::cout << "\n";
+    for (auto& [by, why] : reject_example_) std::cout << "  rejected by " << by << ", e.g. " << why << "\n";
+    std::cout << "results: " << results_path_ << "\nsummary: " << html << "\n";
+    if (tally_.failures || !shrunk_.empty()) std::cout << "failures (shrunk): " << failures_path_ << "\n";
+    return tally_.failing() > 0 ? 1 : 0;
+  }
+};
+
+}  // namespace
+
+int run_campaign(const CampaignOptions& o, const CampaignIO& io) {
+  CampaignState st = open_campaign(o);
+  Campaign c(o, st, io);
+  c.load_done();
+  return c.run();
+}
+
+int64_t merge_results(const std::string& out, const std::vector<std::string>& in) {
+  if (in.empty()) throw UsageError("merge needs at least one input file");
+  if (fs::exists(out)) throw UsageError(out + " exists: merge writes a new file");
+  std::map<std::pair<uint64_t, int64_t>, std::pair<std::string, std::string>> seen;  // -> (case, file)
+  std::vector<nlohmann::json> keep;
+  for (auto& p : in)
+    for (auto& j : read_results(p)) {
+      if (j.contains("fuzz")) {
+        std::pair<uint64_t, int64_t> key{j["fuzz"].value("seed", uint64_t(0)), j["fuzz"].value("index", int64_t(0))};
+        auto [it, fresh] = seen.emplace(key, std::make_pair(j.value("case", ""), p));
+        if (!fresh) {
+          if (it->second.first != j.value("case", ""))
+            throw UsageError("index " + std::to_string(key.second) + " of campaign seed " + std::to_string(key.first) +
+                             " is '" + it->second.first + "' in " + it->second.second + " but '" +
+                             j.value("case", "") + "' in " + p + ": not shards of one campaign");
+          continue;
+        }
+      }
+      keep.push_back(std::move(j));
+    }
+  if (auto parent = fs::path(out).parent_path(); !parent.empty()) fs::create_directories(parent);
+  ResultsWriter w(out);
+  for (auto& j : keep) w.append(j);
+  return static_cast<int64_t>(keep.size());
+}
+
+}  // namespace kv

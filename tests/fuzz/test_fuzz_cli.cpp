@@ -1,0 +1,202 @@
+// `kverify fuzz` and `kverify merge` end to end on the host device: the planted drop_tail
+// bug is found and shrunk to its minimal case, a killed campaign resumes to the same
+// results, a malformed results line stops a resume at its line, shards merge to the whole
+// campaign, and a short campaign over every op passes.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "check/results.hpp"
+#include "cli_util.hpp"
+#include "core/case.hpp"
+#include "core/registry.hpp"
+#include "fuzz/space.hpp"
+
+namespace {
+
+using kvtest::Out;
+using kvtest::sh;
+using kvtest::tmpdir;
+
+std::set<std::pair<std::string, std::string>> case_verdicts(const std::string& file) {
+  std::set<std::pair<std::string, std::string>> out;
+  for (auto& j : kv::read_results(file)) out.insert({j["case"].get<std::string>(), j["verdict"].get<std::string>()});
+  return out;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int64_t line_count(const std::string& path) {
+  std::ifstream f(path);
+  return std::count(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>(), '\n');
+}
+
+/// Starts bin with args (split at spaces) in the background; returns its pid.
+pid_t spawn(const std::string& bin, const std::string& args) {
+  std::vector<std::string> v = {bin};
+  std::istringstream in(args);
+  for (std::string a; in >> a;) v.push_back(a);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    std::vector<char*> argv;
+    for (auto& s : v) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+TEST(FuzzCli, HelpListsTheOptions) {
+  Out o = sh(KV_BIN, "fuzz --help");
+  EXPECT_EQ(o.code, 0);
+  for (const char* opt : {"--op", "--impl", "--budget-cases", "--budget-seconds", "--seed", "--out", "--resume", "--shard",
+                          "--max-elements", "--curated", "--device", "--device-profile", "--timeout", "--plugin", "--worker"})
+    EXPECT_NE(o.text.find(opt), std::string::npos) << opt << "\n" << o.text;
+  EXPECT_EQ(sh(KV_BIN, "merge --help").code, 0);
+}
+
+TEST(FuzzCli, FindsTheDropTailBugAndShrinksItToOneMinimalRow) {
+  std::string d = tmpdir("fuzz_droptail");
+  Out o = sh(KV_TESTBIN, "fuzz --op rms_norm.fwd --impl host.bug.drop_tail --budget-cases 20 --seed 3 --curated none --out " + d);
+  ASSERT_EQ(o.code, 1) << o.text;
+  auto failures = kv::read_results(d + "/failures.jsonl");
+  ASSERT_GE(failures.size(), 1u) << o.text;
+  for (auto& f : failures) {
+    kv::Case m = kv::Case::parse(f["case"].get<std::string>());
+    std::printf("minimal: %s (%d runs)\n", m.str().c_str(), f["shrink"]["runs"].get<int>());
+    EXPECT_TRUE(f["shrink"]["complete"].get<bool>());
+    // One row of the smallest failing length for its num_warps: one element past a block.
+    ASSERT_EQ(m.shape.size(), 2u);
+    EXPECT_EQ(m.shape[0], 1);
+    const int64_t lanes = 32 * m.config_int("num_warps", 4);
+    EXPECT_EQ(m.shape[1], lanes + 1) << m.str();
+    // Everything else at its simplest: only num_warps may stay off its default.
+    EXPECT_EQ(kv::nondefault_count(m), lanes == 128 ? 0 : 1) << m.str();
+    EXPECT_TRUE(std::filesystem::exists(f["repro"].get<std::string>() + "/tensors.safetensors"));
+    // The replay line reproduces the failure.
+    std::string replay = f["replay"].get<std::string>();
+    ASSERT_EQ(replay.rfind("kverify replay '", 0), 0u) << replay;
+    Out r = sh(KV_TESTBIN, replay.substr(8) + " --out " + d + "/replay");
+    EXPECT_EQ(r.code, 1) << r.text;
+    auto again = kv::read_results(d + "/replay/results.jsonl").back();
+    EXPECT_EQ(again["case"], f["case"]);
+    EXPECT_EQ(again["verdict"], "fail");
+  }
+}
+
+TEST(FuzzCli, AKilledCampaignResumesToTheSameResults) {
+  const std::string opts = " --op rms_norm.fwd --op softmax.fwd --impl host --impl host.bug.drop_tail --budget-cases 150 "
+                           "--seed 11 --max-elements 20000 --out ";
+  std::string a = tmpdir("fuzz_whole"), b = tmpdir("fuzz_killed");
+  Out o = sh(KV_TESTBIN, "fuzz" + opts + a);
+  ASSERT_EQ(o.code, 1) << o.text;  // drop_tail fails somewhere
+  const auto whole = case_verdicts(a + "/results.jsonl");
+
+  pid_t pid = spawn(KV_TESTBIN, "fuzz" + opts + b);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (line_count(b + "/results.jsonl") < 20 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const int64_t before = line_count(b + "/results.jsonl");
+  EXPECT_LT(before, static_cast<int64_t>(whole.size())) << "the campaign finished before it was killed";
+
+  o = sh(KV_TESTBIN, "fuzz --out " + b + " --resume");
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_EQ(case_verdicts(b + "/results.jsonl"), whole);
+  std::set<int64_t> seen;
+  for (auto& j : kv::read_results(b + "/results.jsonl"))
+    EXPECT_TRUE(seen.insert(j["fuzz"]["index"].get<int64_t>()).second) << "index run twice: " << j["fuzz"];
+  std::multiset<std::string> fa, fb;
+  for (auto& j : kv::read_results(a + "/failures.jsonl")) fa.insert(j["case"]);
+  for (auto& j : kv::read_results(b + "/failures.jsonl")) fb.insert(j["case"]);
+  EXPECT_EQ(fa, fb);
+}
+
+TEST(FuzzCli, AMalformedResultsLineStopsTheResumeAtItsLine) {
+  std::string d = tmpdir("fuzz_malformed");
+  ASSERT_EQ(sh(KV_BIN, "fuzz --op rms_norm.fwd --budget-cases 6 --seed 5 --curated none --out " + d).code, 0);
+  const std::string file = d + "/results.jsonl";
+  std::vector<std::string> lines;
+  {
+    std::ifstream f(file);
+    for (std::string l; std::getline(f, l);) lines.push_back(l);
+  }
+  ASSERT_EQ(lines.size(), 6u);
+  lines[2] = lines[2].substr(0, lines[2].size() / 2);  // a line cut short
+  {
+    std::ofstream f(file);
+    for (auto& l : lines) f << l << "\n";
+  }
+  const std::string before = slurp(file);
+  Out o = sh(KV_BIN, "fuzz --out " + d + " --resume --budget-cases 12");
+  EXPECT_NE(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("results.jsonl:3: malformed result line"), std::string::npos) << o.text;
+  EXPECT_EQ(slurp(file), before);  // nothing lost, nothing added
+}
+
+TEST(FuzzCli, ShardsMergeToTheWholeCampaign) {
+  const std::string opts = " --op softmax.fwd --op layer_norm.bwd --budget-cases 24 --seed 4 --max-elements 4096 --out ";
+  std::string d = tmpdir("fuzz_shards");
+  ASSERT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/all").code, 0);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/s" + std::to_string(i) + " --shard " + std::to_string(i) + "/3").code, 0);
+  // Shard 0 given twice: its lines are dropped the second time.
+  Out o = sh(KV_BIN, "merge " + d + "/merged.jsonl " + d + "/s0/results.jsonl " + d + "/s1/results.jsonl " + d +
+                         "/s2/results.jsonl " + d + "/s0/results.jsonl");
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(case_verdicts(d + "/merged.jsonl"), case_verdicts(d + "/all/results.jsonl"));
+  EXPECT_EQ(kv::read_results(d + "/merged.jsonl").size(), kv::read_results(d + "/all/results.jsonl").size());
+  EXPECT_EQ(sh(KV_BIN, "merge " + d + "/merged.jsonl " + d + "/s1/results.jsonl").code, 2);  // exists
+}
+
+TEST(FuzzCli, UsageErrorsExitTwo) {
+  std::string d = tmpdir("fuzz_usage");
+  EXPECT_EQ(sh(KV_BIN, "fuzz --out " + d + "/x").code, 2);                             // no --op
+  EXPECT_EQ(sh(KV_BIN, "fuzz --op nope --out " + d + "/y").code, 2);                   // unknown op
+  EXPECT_EQ(sh(KV_BIN, "fuzz --op softmax.fwd --shard 3/3 --out " + d + "/z").code, 2);  // bad shard
+  ASSERT_EQ(sh(KV_BIN, "fuzz --op softmax.fwd --budget-cases 2 --seed 1 --out " + d + "/c").code, 0);
+  Out o = sh(KV_BIN, "fuzz --op softmax.fwd --budget-cases 2 --out " + d + "/c");
+  EXPECT_EQ(o.code, 2);  // a campaign is there: --resume or another --out
+  EXPECT_NE(o.text.find("--resume"), std::string::npos) << o.text;
+  o = sh(KV_BIN, "fuzz --out " + d + "/c --resume --seed 2");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.text.find("--seed differs"), std::string::npos) << o.text;
+}
+
+TEST(FuzzCli, AShortCampaignOverEveryOpPassesOnTheHost) {
+  // The host impls are correct: a failure here is a finding, with its shrunk replay line.
+  std::string d = tmpdir("fuzz_all");
+  Out o = sh(KV_BIN, "fuzz --op all --budget-cases 170 --seed 2024 --max-elements 4096 --out " + d);
+  EXPECT_EQ(o.code, 0) << o.text;
+  std::set<std::string> ops;
+  int curated = 0;
+  for (auto& j : kv::read_results(d + "/results.jsonl")) {
+    ops.insert(j["op"]);
+    curated += j["fuzz"]["tier"] == "curated";
+    EXPECT_TRUE(j["verdict"] == "pass" || j["verdict"] == "unverifiable") << j["case"] << ": " << j.value("reason", "");
+  }
+  EXPECT_EQ(ops.size(), kv::registry().ops().size());
+  EXPECT_GE(curated, 5);
+}
