@@ -29,6 +29,8 @@ struct Event {
   ~Event() {
     if (e) cudaEventDestroy(e);
   }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
 };
 
 }  // namespace
@@ -60,39 +62,75 @@ std::optional<std::string> CudaImpl::invalid_reason(const Case& c, const DeviceP
   return std::nullopt;
 }
 
-void CudaImpl::run(TensorSet& ts, const Case& c, const DeviceProfile& p) const {
-  // One device allocation per host buffer (aliased tensors share one), whole with canaries.
-  size_t need = 0;
-  for (auto& s : ts.slots) need += s.buffer->raw().size();
-  for (auto& [n, b] : ts.workspaces) need += b->raw().size();
-  size_t free_b = 0, total_b = 0;
-  KV_CUDA(cudaMemGetInfo(&free_b, &total_b));
-  if (need > free_b)
-    throw UsageError("case needs " + std::to_string(need >> 20) + " MiB of GPU memory, " + std::to_string(free_b >> 20) +
-                     " MiB free");
+namespace {
+
+/// The case's buffers on the device: one allocation per host buffer (aliased tensors
+/// share one), whole with canaries, and a stream.
+struct Mirror {
   std::map<Buffer*, std::unique_ptr<DevBuf>> dev;
-  auto mirror = [&](Buffer* b) -> void* {
-    auto& slot = dev[b];
-    if (!slot) {
-      slot = std::make_unique<DevBuf>(b->raw().size());
-      KV_CUDA(cudaMemcpy(slot->p, b->raw().data(), b->raw().size(), cudaMemcpyHostToDevice));
-    }
-    return static_cast<uint8_t*>(slot->p) + Buffer::kCanaryBytes;
-  };
   DevSet d;
-  for (auto& s : ts.slots) d.t[s.desc.name] = DevView{mirror(s.buffer.get()), s.desc};
-  for (auto& [n, b] : ts.workspaces) d.ws[n] = {mirror(b.get()), b->payload_bytes()};
-  KV_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
-  std::unique_ptr<CUstream_st, void (*)(cudaStream_t)> stream_guard(d.stream, [](cudaStream_t s) { cudaStreamDestroy(s); });
+  explicit Mirror(TensorSet& ts) {
+    size_t need = 0;
+    for (auto& s : ts.slots) need += s.buffer->raw().size();
+    for (auto& [n, b] : ts.workspaces) need += b->raw().size();
+    size_t free_b = 0, total_b = 0;
+    KV_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    if (need > free_b)
+      throw UsageError("case needs " + std::to_string(need >> 20) + " MiB of GPU memory, " + std::to_string(free_b >> 20) +
+                       " MiB free");
+    auto mirror = [&](Buffer* b) -> void* {
+      auto& slot = dev[b];
+      if (!slot) {
+        slot = std::make_unique<DevBuf>(b->raw().size());
+        KV_CUDA(cudaMemcpy(slot->p, b->raw().data(), b->raw().size(), cudaMemcpyHostToDevice));
+      }
+      return static_cast<uint8_t*>(slot->p) + Buffer::kCanaryBytes;
+    };
+    for (auto& s : ts.slots) d.t[s.desc.name] = DevView{mirror(s.buffer.get()), s.desc};
+    for (auto& [n, b] : ts.workspaces) d.ws[n] = {mirror(b.get()), b->payload_bytes()};
+    KV_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  }
+  ~Mirror() {
+    if (d.stream) cudaStreamDestroy(d.stream);
+  }
+  Mirror(const Mirror&) = delete;
+  Mirror& operator=(const Mirror&) = delete;
+  void copy_back() {
+    for (auto& [b, db] : dev) KV_CUDA(cudaMemcpy(b->raw().data(), db->p, db->bytes, cudaMemcpyDeviceToHost));
+  }
+};
+
+}  // namespace
+
+void CudaImpl::run(TensorSet& ts, const Case& c, const DeviceProfile& p) const {
+  Mirror m(ts);
   Event start, stop;
-  KV_CUDA(cudaEventRecord(start.e, d.stream));
-  launch(d, c, p);
-  KV_CUDA(cudaEventRecord(stop.e, d.stream));
-  KV_CUDA(cudaStreamSynchronize(d.stream));
+  KV_CUDA(cudaEventRecord(start.e, m.d.stream));
+  launch(m.d, c, p);
+  KV_CUDA(cudaEventRecord(stop.e, m.d.stream));
+  KV_CUDA(cudaStreamSynchronize(m.d.stream));
   float ms = 0;
   KV_CUDA(cudaEventElapsedTime(&ms, start.e, stop.e));
   ts.timings["kernel_ms"] = ms;
-  for (auto& [b, db] : dev) KV_CUDA(cudaMemcpy(b->raw().data(), db->p, db->bytes, cudaMemcpyDeviceToHost));
+  m.copy_back();
+}
+
+std::vector<float> CudaImpl::time_launches(TensorSet& ts, const Case& c, const DeviceProfile& p, int warmup,
+                                           int reps) const {
+  Mirror m(ts);
+  for (int i = 0; i < warmup; ++i) launch(m.d, c, p);
+  std::vector<Event> ev(static_cast<size_t>(reps) + 1);
+  // Launches queue back to back behind the first event: no host gap enters the times.
+  KV_CUDA(cudaEventRecord(ev[0].e, m.d.stream));
+  for (int i = 0; i < reps; ++i) {
+    launch(m.d, c, p);
+    KV_CUDA(cudaEventRecord(ev[static_cast<size_t>(i) + 1].e, m.d.stream));
+  }
+  KV_CUDA(cudaStreamSynchronize(m.d.stream));
+  std::vector<float> ms(static_cast<size_t>(reps));
+  for (int i = 0; i < reps; ++i) KV_CUDA(cudaEventElapsedTime(&ms[static_cast<size_t>(i)], ev[i].e, ev[i + 1].e));
+  m.copy_back();
+  return ms;
 }
 
 }  // namespace kv

@@ -32,6 +32,9 @@ class CudaImpl : public Impl {
   /// Launch validation from the kernels' own attributes and the device profile.
   std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override;
   void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const final;
+  /// For benchmarks: the buffers mirrored once, `warmup` launches, then `reps` launches
+  /// back to back, each between two CUDA events; the milliseconds of each.
+  std::vector<float> time_launches(TensorSet& ts, const Case& c, const DeviceProfile& p, int warmup, int reps) const;
 
  protected:
   /// Threads per block the kernels are launched with under this config and profile.

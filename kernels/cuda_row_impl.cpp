@@ -89,6 +89,8 @@ DType CudaRowImpl::row_dtype(const Case& c) const {
 
 std::optional<std::string> CudaRowImpl::layout_reason(const Case& c) const {
   const DType x = row_dtype(c);
+  if (c.shape.back() >= (int64_t(1) << 31))
+    return "N = " + std::to_string(c.shape.back()) + ": the kernels take rows of fewer than 2^31 elements";
   std::string first;
   for (auto& [name, role] : roles()) {
     if (role != RowRole::rows) continue;

@@ -16,10 +16,15 @@ using namespace kv::cuda;
 template <typename X>
 constexpr int kV = 16 / static_cast<int>(sizeof(X));
 
+/// Chunks in a row of n (the host takes n < 2^31).
+template <int V>
+__device__ __forceinline__ int chunks(int64_t n) {
+  return static_cast<int>((n + V - 1) / V);
+}
 /// Elements of chunk c in a row of n: V, or fewer for the last chunk.
 template <int V>
-__device__ __forceinline__ int chunk_count(int64_t n, int64_t c) {
-  const int64_t left = n - c * V;
+__device__ __forceinline__ int chunk_count(int64_t n, int c) {
+  const int64_t left = n - static_cast<int64_t>(c) * V;
   return left < V ? static_cast<int>(left) : V;
 }
 
@@ -163,12 +168,12 @@ __device__ __forceinline__ float4* dyn_smem() {
 /// so a warp's accesses to one plane are contiguous (no bank conflicts). Each thread only
 /// reads back the chunks it wrote: no barrier is needed around it.
 template <int V>
-__device__ __forceinline__ void cache_put(float4* s, int64_t nch, int t, int64_t c, const float (&v)[V]) {
+__device__ __forceinline__ void cache_put(float4* s, int nch, int t, int c, const float (&v)[V]) {
 #pragma unroll
   for (int h = 0; h < V / 4; ++h) s[(t * (V / 4) + h) * nch + c] = make_float4(v[4 * h], v[4 * h + 1], v[4 * h + 2], v[4 * h + 3]);
 }
 template <int V>
-__device__ __forceinline__ void cache_get(const float4* s, int64_t nch, int t, int64_t c, float (&v)[V]) {
+__device__ __forceinline__ void cache_get(const float4* s, int nch, int t, int c, float (&v)[V]) {
 #pragma unroll
   for (int h = 0; h < V / 4; ++h) {
     const float4 f = s[(t * (V / 4) + h) * nch + c];
@@ -234,9 +239,46 @@ template <int R>
 struct RowGroup {
   int64_t row[R];
   bool ok[R];
-  __device__ __forceinline__ RowGroup(int64_t g, int64_t end) {
+  int64_t n;  // the row length
+  __device__ __forceinline__ RowGroup(int64_t g, int64_t end, int64_t n_) : n(n_) {
 #pragma unroll
     for (int k = 0; k < R; ++k) ok[k] = g + k < end, row[k] = ok[k] ? g + k : g;
+  }
+};
+
+/// A thread's first chunk (c = threadIdx.x) of the R rows of a group in T tensors, loaded
+/// one group ahead: issued right after the current group's first pass, so loads stay in
+/// flight while the block reduces and writes. The rows of the next group are not those
+/// being written, so outputs sharing an input's storage are safe.
+template <typename X, int R, int T>
+struct Ahead {
+  uint4 raw[T][R];
+  int nch, cnt0;
+  __device__ __forceinline__ Ahead(int nch_, int64_t n) : nch(nch_) {
+    cnt0 = static_cast<int>(threadIdx.x) < nch ? chunk_count<kV<X>>(n, threadIdx.x) : 0;
+  }
+  __device__ __forceinline__ void load(const Mat* m, const RowGroup<R>& rg) {
+    if (cnt0 == 0) return;
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int k = 0; k < R; ++k) raw[t][k] = load_raw<X>(m[t], rg.row[k], static_cast<int64_t>(threadIdx.x) * kV<X>, cnt0);
+  }
+  /// f(c, cnt, raw) for each chunk the thread owns in this group, in order: the first from
+  /// the loads ahead, the others loaded now.
+  template <class F>
+  __device__ __forceinline__ void each_chunk(const Mat* m, const RowGroup<R>& rg, F&& f) const {
+    if (cnt0 == 0) return;
+    f(static_cast<int>(threadIdx.x), cnt0, raw);
+    for (int c = threadIdx.x + blockDim.x; c < nch; c += blockDim.x) {
+      const int cnt = chunk_count<kV<X>>(rg.n, c);
+      uint4 r[T][R];
+#pragma unroll
+      for (int t = 0; t < T; ++t)
+#pragma unroll
+        for (int k = 0; k < R; ++k) r[t][k] = load_raw<X>(m[t], rg.row[k], static_cast<int64_t>(c) * kV<X>, cnt);
+      f(c, cnt, r);
+    }
   }
 };
 

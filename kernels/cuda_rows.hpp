@@ -50,6 +50,10 @@ struct ColSum {
   int64_t out_stride;
 };
 
+/// Blocks for a kernel whose blocks loop over `groups` row groups: as many as the GPU holds
+/// at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor), or `groups` where fewer.
+unsigned resident_grid(const void* kernel, int threads, size_t smem, int64_t groups);
+
 /// Finishes `count` (1 or 2) column sums of length n over G partials.
 void launch_col_sums(const ColSum* sums, int count, int64_t n, int64_t G, int strategy, cudaStream_t s);
 

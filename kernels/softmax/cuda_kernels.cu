@@ -21,17 +21,17 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel(Args a) {
   __shared__ float red[R * 32];
   float4* cache = dyn_smem();  // row k of the group: cache tensor k
   const bool cached = a.cache_bytes > 0;
-  const int64_t nch = (a.n + V - 1) / V;
+  const int nch = chunks<V>(a.n);
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * R; g < a.rows; g += static_cast<int64_t>(gridDim.x) * R) {
-    const RowGroup<R> rg(g, a.rows);
+    const RowGroup<R> rg(g, a.rows, a.n);
     float m[R];
 #pragma unroll
     for (int k = 0; k < R; ++k) m[k] = -INFINITY;
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
       const int cnt = chunk_count<V>(a.n, c);
       uint4 raw[R];
 #pragma unroll
-      for (int k = 0; k < R; ++k) raw[k] = load_raw<X>(a.x, rg.row[k], c * V, cnt);
+      for (int k = 0; k < R; ++k) raw[k] = load_raw<X>(a.x, rg.row[k], static_cast<int64_t>(c) * V, cnt);
 #pragma unroll
       for (int k = 0; k < R; ++k) {
         float v[V];
@@ -44,13 +44,13 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel(Args a) {
     float d[R];
 #pragma unroll
     for (int k = 0; k < R; ++k) d[k] = 0.0f;
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
       const int cnt = chunk_count<V>(a.n, c);
 #pragma unroll
       for (int k = 0; k < R; ++k) {
         float v[V];
         if (cached) cache_get<V>(cache, nch, k, c, v);
-        else load_chunk<X>(a.x, rg.row[k], c * V, cnt, v);
+        else load_chunk<X>(a.x, rg.row[k], static_cast<int64_t>(c) * V, cnt, v);
         for_elems<V>(cnt, [&](int i) {
           v[i] = expf(v[i] - m[k]);
           d[k] += v[i];
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel(Args a) {
       }
     }
     block_sum<R>(d, red);
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
       const int cnt = chunk_count<V>(a.n, c);
 #pragma unroll
       for (int k = 0; k < R; ++k) {
@@ -68,13 +68,13 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel(Args a) {
         if (cached) {
           cache_get<V>(cache, nch, k, c, v);
         } else {
-          load_chunk<X>(a.x, rg.row[k], c * V, cnt, v);  // y may share x's storage: read before written
+          load_chunk<X>(a.x, rg.row[k], static_cast<int64_t>(c) * V, cnt, v);  // y may share x's storage: read before written
 #pragma unroll
           for (int i = 0; i < V; ++i) v[i] = expf(v[i] - m[k]);
         }
 #pragma unroll
         for (int i = 0; i < V; ++i) v[i] = __fdiv_rn(v[i], d[k]);
-        store_chunk<X>(a.y, rg.row[k], c * V, cnt, v);
+        store_chunk<X>(a.y, rg.row[k], static_cast<int64_t>(c) * V, cnt, v);
       }
     }
   }
@@ -86,19 +86,19 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) bwd_kernel(Args a) {
   __shared__ float red[R * 32];
   float4* cache = dyn_smem();  // row k of the group: dy as cache tensor 2k, y as 2k+1
   const bool cached = a.cache_bytes > 0;
-  const int64_t nch = (a.n + V - 1) / V;
+  const int nch = chunks<V>(a.n);
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * R; g < a.rows; g += static_cast<int64_t>(gridDim.x) * R) {
-    const RowGroup<R> rg(g, a.rows);
+    const RowGroup<R> rg(g, a.rows, a.n);
     float t[R];
 #pragma unroll
     for (int k = 0; k < R; ++k) t[k] = 0.0f;
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
       const int cnt = chunk_count<V>(a.n, c);
       uint4 rdy[R], ry[R];
 #pragma unroll
       for (int k = 0; k < R; ++k) {
-        rdy[k] = load_raw<X>(a.dy, rg.row[k], c * V, cnt);
-        ry[k] = load_raw<X>(a.y, rg.row[k], c * V, cnt);
+        rdy[k] = load_raw<X>(a.dy, rg.row[k], static_cast<int64_t>(c) * V, cnt);
+        ry[k] = load_raw<X>(a.y, rg.row[k], static_cast<int64_t>(c) * V, cnt);
       }
 #pragma unroll
       for (int k = 0; k < R; ++k) {
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) bwd_kernel(Args a) {
       }
     }
     block_sum<R>(t, red);
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
       const int cnt = chunk_count<V>(a.n, c);
 #pragma unroll
       for (int k = 0; k < R; ++k) {
@@ -123,12 +123,12 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) bwd_kernel(Args a) {
           cache_get<V>(cache, nch, 2 * k, c, dy);
           cache_get<V>(cache, nch, 2 * k + 1, c, y);
         } else {  // dx may share dy's or y's storage: both read before dx is written
-          load_chunk<X>(a.dy, rg.row[k], c * V, cnt, dy);
-          load_chunk<X>(a.y, rg.row[k], c * V, cnt, y);
+          load_chunk<X>(a.dy, rg.row[k], static_cast<int64_t>(c) * V, cnt, dy);
+          load_chunk<X>(a.y, rg.row[k], static_cast<int64_t>(c) * V, cnt, y);
         }
 #pragma unroll
         for (int i = 0; i < V; ++i) dx[i] = y[i] * (dy[i] - t[k]);
-        store_chunk<X>(a.dx, rg.row[k], c * V, cnt, dx);
+        store_chunk<X>(a.dx, rg.row[k], static_cast<int64_t>(c) * V, cnt, dx);
       }
     }
   }
