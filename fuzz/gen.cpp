@@ -170,6 +170,7 @@ Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim)
     try {
       registry().normalize(plain);
     } catch (const UsageError&) {
+      // An invalid draw: its tensors are unknown, so nothing is mixed.
     }
     for (auto& t : s.mixable)
       if (chance(r, 1, 2) && plain.dtypes.count(t)) c.dtypes[t] = kDtypes[pick(r, 3)];
