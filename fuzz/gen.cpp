@@ -116,6 +116,49 @@ std::vector<std::string> attr_pool(const AttrSpec& a, const std::vector<int64_t>
   return p;
 }
 
+/// Now and then: outputs written in place over an input of the same shape and dtype, and
+/// tensors at a base offset (one element of a 16-bit dtype misaligns by 2 bytes) with a
+/// padded row stride, which vector loads and stores must respect.
+void draw_layouts(Case& c, rc::Random& r) {
+  const bool alias = chance(r, 1, 6), layout = chance(r, 1, 6);
+  if (!alias && !layout) return;
+  Case plain = c;
+  try {
+    registry().normalize(plain);
+  } catch (const UsageError&) {
+    return;  // an invalid draw: its tensors are unknown
+  }
+  const auto specs = registry().op(c.op).tensors(plain);
+  std::set<std::string> taken;
+  if (alias)
+    for (auto& o : specs) {
+      if (o.role != Role::output || !chance(r, 1, 2)) continue;
+      for (auto& i : specs)
+        if (i.role == Role::input && i.shape == o.shape && i.dtype == o.dtype && !taken.count(i.name)) {
+          c.alias[o.name] = i.name;
+          taken.insert({i.name, o.name});
+          break;
+        }
+    }
+  if (layout)
+    for (auto& t : specs) {
+      if (taken.count(t.name) || t.shape.empty() || !chance(r, 1, 3)) continue;
+      TensorLayout l;
+      l.offset = std::vector<int64_t>{0, 1, 3}[pick(r, 3)];
+      if (chance(r, 1, 2)) {
+        const size_t rank = t.shape.size();
+        l.strides.assign(rank, 1);
+        if (rank == 1) {
+          l.strides[0] = 2;
+        } else {
+          l.strides[rank - 2] = t.shape[rank - 1] + std::vector<int64_t>{1, 8, 64}[pick(r, 3)];
+          for (size_t i = rank - 2; i-- > 0;) l.strides[i] = l.strides[i + 1] * std::max<int64_t>(t.shape[i + 1], 1);
+        }
+      }
+      if (l.offset || !l.strides.empty()) c.layout[t.name] = l;
+    }
+}
+
 rc::Maybe<Case> renormalized(Case c, const Case& from) {
   try {
     registry().normalize(c);
@@ -177,6 +220,7 @@ Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim)
   }
   if (!s.dists.empty()) c.dist = chance(r, 35, 100) ? s.dists.front() : pick_of(r, s.dists);
   c.seed = r.next() >> 33;  // small enough to read in a case string
+  draw_layouts(c, r);
   return c;
 }
 

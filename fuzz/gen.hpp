@@ -23,8 +23,9 @@ struct GenLimits {
 /// two +-1, primes, odd sizes (113, 239, 799) and sizes of real models, ascending.
 const std::vector<int64_t>& special_sizes();
 
-/// Draws one case of the space (RapidCheck's size, 0..100, scales the shape) without
-/// normalizing it: the op may still refuse the combination.
+/// Draws one case of the space (RapidCheck's size, 0..100, scales the shape; now and then
+/// in-place outputs and offset or padded layouts) without normalizing it: the op may still
+/// refuse the combination.
 Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim);
 
 /// Candidates as a campaign runs them: normalized with their shrinks when the op accepts
