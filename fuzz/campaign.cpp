@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -40,6 +41,24 @@ struct Entry {
   std::string note;           // curated only
 };
 
+/// A kill during an append can leave a last line without its newline (a line is written
+/// whole and flushed, but may take more than one write). That tail is moved to
+/// <file>.partial, so its case reruns and the next append starts on a line of its own; a
+/// complete line that does not parse is left for read_results to report.
+void set_aside_partial_tail(const std::string& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec || size == 0) return;
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.back() == '\n') return;
+  const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  std::ofstream(path + ".partial", std::ios::app) << text.substr(keep) << "\n";
+  fs::resize_file(path, keep);
+  std::cerr << "kverify: " << path << " ended in an incomplete line (an interrupted append): moved to " << path
+            << ".partial\n";
+}
+
 bool failing(const nlohmann::json& j) {
   const std::string v = j.value("verdict", "");
   return v == "fail" || v == "error";
@@ -56,6 +75,8 @@ class Campaign {
 
   /// Reads what an earlier session finished (results and shrunk failures of this seed).
   void load_done() {
+    for (auto* p : {&results_path_, &failures_path_}) set_aside_partial_tail(*p);
+    set_aside_partial_tail((dir_ / "shrinks.jsonl").string());
     for (auto& j : read_results(results_path_)) {
       if (!j.contains("fuzz") || j["fuzz"].value("seed", uint64_t(0)) != st_.seed) continue;
       const int64_t idx = j["fuzz"].value("index", int64_t(0));

@@ -156,6 +156,21 @@ TEST(FuzzCli, AMalformedResultsLineStopsTheResumeAtItsLine) {
   EXPECT_EQ(slurp(file), before);  // nothing lost, nothing added
 }
 
+TEST(FuzzCli, AnAppendCutShortByAKillIsSetAsideAndRerun) {
+  const std::string opts = " --op rms_norm.fwd --budget-cases 6 --seed 5 --curated none --out ";
+  std::string d = tmpdir("fuzz_partial");
+  ASSERT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/whole").code, 0);
+  ASSERT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/cut").code, 0);
+  const std::string file = d + "/cut/results.jsonl", text = slurp(file);
+  const size_t last = text.rfind('\n', text.size() - 2) + 1;
+  std::ofstream(file, std::ios::trunc) << text.substr(0, last + (text.size() - last) / 2);  // no newline at the end
+  Out o = sh(KV_BIN, "fuzz --out " + d + "/cut --resume");
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("incomplete line"), std::string::npos) << o.text;
+  EXPECT_TRUE(std::filesystem::exists(file + ".partial"));
+  EXPECT_EQ(case_verdicts(file), case_verdicts(d + "/whole/results.jsonl"));
+}
+
 TEST(FuzzCli, ShardsMergeToTheWholeCampaign) {
   const std::string opts = " --op softmax.fwd --op layer_norm.bwd --budget-cases 24 --seed 4 --max-elements 4096 --out ";
   std::string d = tmpdir("fuzz_shards");
