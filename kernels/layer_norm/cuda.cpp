@@ -57,8 +57,8 @@ class CudaLayerNorm : public CudaRowImpl {
     const std::string t = "<" + std::string(dtype_name(x)) + ">";
     if (bwd_)
       return {{"layer_norm_bwd" + t, lncuda::bwd_kernel(x, threads(c)), static_cast<size_t>(lncuda::bwd_acc_bytes(n, x))}};
-    const int r = lncuda::fwd_rows_per_block(n, x, threads(c));
-    return {{"layer_norm_fwd" + t, lncuda::fwd_kernel(x, r), static_cast<size_t>(lncuda::fwd_cache_bytes(n, x, r))}};
+    const lncuda::FwdPlan f = lncuda::fwd_plan(n, x, threads(c));
+    return {{"layer_norm_fwd" + t, lncuda::fwd_kernel(x, f.rows_per_block), static_cast<size_t>(f.cache_bytes)}};
   }
   std::optional<std::string> layout_reason(const Case& c) const override {
     // The kernels divide by N in fp32, where the definition's N is exact.
@@ -72,10 +72,10 @@ class CudaLayerNorm : public CudaRowImpl {
     const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
     auto v = [&](const char* t) { return view(d, c, t); };
     if (!bwd_) {
-      const int r = lncuda::fwd_rows_per_block(n, x, threads(c));
-      lncuda::FwdArgs a{v("x"),  v("w"), v("b"), v("y"), v("mean"), v("rstd"), rows, n,
-                        static_cast<float>(round_to(DType::f32, c.attr_real("eps"))), threads(c), r,
-                        lncuda::fwd_cache_bytes(n, x, r)};
+      const lncuda::FwdPlan f = lncuda::fwd_plan(n, x, threads(c));
+      lncuda::FwdArgs a{v("x"), v("w"), v("b"), v("y"), v("mean"), v("rstd"), rows, n,
+                        static_cast<float>(round_to(DType::f32, c.attr_real("eps"))), threads(c), f.rows_per_block,
+                        f.cache_wb ? 1 : 0, f.cache_bytes};
       lncuda::launch_fwd(x, a, d.stream);
       return;
     }

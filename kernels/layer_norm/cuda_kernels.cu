@@ -19,14 +19,14 @@ using namespace kv::rowcuda;
 namespace {
 
 template <typename X, int R>
-__global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel_t(FwdArgs a) {
+__global__ void __launch_bounds__(1024 / R, R == 1 ? 1 : 2) fwd_kernel_t(FwdArgs a) {
   constexpr int V = kV<X>;
   __shared__ float red[R * 32];
-  float4* cache = dyn_smem();  // the group's rows: cache tensors 0 .. R-1; w: R; b: R+1
-  const bool cached = a.cache_bytes > 0;
+  float4* cache = dyn_smem();  // the group's rows: cache tensors 0 .. R-1; w: R, b: R+1 (if wb)
+  const bool cached = a.cache_bytes > 0, wb = a.cache_wb != 0;
   const int nch = chunks<V>(a.n);
   const float N = static_cast<float>(a.n);  // exact: the host takes n <= 2^24
-  if (cached)  // w and b once per block (the grid is about as large as the GPU holds)
+  if (wb)  // w and b once per block (the grid is about as large as the GPU holds)
     for (int c = threadIdx.x; c < nch; c += blockDim.x) {
       const int cnt = chunk_count<V>(a.n, c);
       float w[V], b[V];
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel_t(FwdArgs a) {
     for (int c = threadIdx.x; c < nch; c += blockDim.x) {
       const int cnt = chunk_count<V>(a.n, c);
       float w[V], b[V];
-      if (cached) {
+      if (wb) {
         cache_get<V>(cache, nch, R, c, w);
         cache_get<V>(cache, nch, R + 1, c, b);
       } else {

@@ -21,6 +21,7 @@ struct FwdArgs {
   float eps;  // rounded to fp32 (the definition's mandated rounding)
   int threads;
   int rows_per_block;
+  int cache_wb;  // w and b in the cache too
   int64_t cache_bytes;
 };
 
@@ -38,14 +39,21 @@ struct BwdArgs {
   int64_t acc_bytes;
 };
 
-/// The forward's cache: the block's rows (x, then x - mean), w and b.
-inline int64_t fwd_cache_bytes(int64_t n, DType x, int rows_per_block) {
-  return rowcuda::row_cache_bytes(rows_per_block + 2, n, rowcuda::chunk_elems(x));
-}
-/// Two rows at a time where blocks of up to 512 threads leave the registers for them and
-/// the cache holds both; else one (4 measured slower on an H100: fewer blocks fit).
-inline int fwd_rows_per_block(int64_t n, DType x, int threads) {
-  return threads <= 512 && fwd_cache_bytes(n, x, 2) > 0 ? 2 : 1;
+/// How the forward runs: rows per block and what the cache holds (the block's rows, x then
+/// x - mean; w and b). Two rows where blocks of up to 512 threads leave the registers for
+/// them and the cache holds both with w and b (4 measured slower on an H100: fewer blocks
+/// fit); else one row with w and b, else the row alone, else nothing.
+struct FwdPlan {
+  int rows_per_block;
+  bool cache_wb;
+  int64_t cache_bytes;
+};
+inline FwdPlan fwd_plan(int64_t n, DType x, int threads) {
+  const int64_t v = rowcuda::chunk_elems(x);
+  if (threads <= 512)
+    if (const int64_t b = rowcuda::row_cache_bytes(4, n, v)) return {2, true, b};
+  if (const int64_t b = rowcuda::row_cache_bytes(3, n, v)) return {1, true, b};
+  return {1, false, rowcuda::row_cache_bytes(1, n, v)};
 }
 /// The backward's dW and dB partials in shared memory (0: in the workspaces).
 inline int64_t bwd_acc_bytes(int64_t n, DType x) { return rowcuda::row_cache_bytes(2, n, rowcuda::chunk_elems(x)); }

@@ -16,7 +16,7 @@ using namespace kv::rowcuda;
 namespace {
 
 template <typename X, int R>
-__global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel(Args a) {
+__global__ void __launch_bounds__(1024 / R, R == 1 ? 1 : 2) fwd_kernel(Args a) {
   constexpr int V = kV<X>;
   __shared__ float red[R * 32];
   float4* cache = dyn_smem();  // row k of the group: cache tensor k
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(R == 1 ? 1024 : 512) fwd_kernel(Args a) {
 }
 
 template <typename X, int R>
-__global__ void __launch_bounds__(R == 1 ? 1024 : 512) bwd_kernel(Args a) {
+__global__ void __launch_bounds__(1024 / R, R == 1 ? 1 : 2) bwd_kernel(Args a) {
   constexpr int V = kV<X>;
   __shared__ float red[R * 32];
   float4* cache = dyn_smem();  // row k of the group: dy as cache tensor 2k, y as 2k+1
