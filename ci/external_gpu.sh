@@ -27,7 +27,7 @@ for op in rms_norm_fwd rms_norm_bwd softmax_fwd softmax_bwd cross_entropy_fwd cr
   impls="$impls --impl torch_eager=torch_impls:${op}_eager --impl torch_compile=torch_impls:${op}_compiled"
 done
 start=$SECONDS
-"$DIST/kverify" run --device cuda --worker "python3 examples/worker/kv_worker.py$impls" --worker-timeout 400 \
+timeout "${TORCH_TIMEOUT:-100000}" "$DIST/kverify" run --device cuda --worker "python3 examples/worker/kv_worker.py$impls" --worker-timeout 400 \
   --suite suites/external-torch.json --out "$OUT/torch" > "$OUT/torch.log" 2>&1
 echo "torch suite exit $? wall_s $((SECONDS - start))" >> "$OUT/torch.log"
 python3 ci/tolerance_summary.py "$OUT/torch/results.jsonl" "$OUT/plugin/results.jsonl" > "$OUT/summary.md"
