@@ -21,6 +21,8 @@ struct TensorVerdict {
   std::string verdict;  // pass | fail | unverifiable
   int64_t n = 0;
   int64_t n_fail = 0, n_unverifiable = 0, n_nan_mismatch = 0, n_unwritten = 0, n_padding_written = 0;
+  /// Failures in unverifiable elements: NaN or unwritten where the contract bounds nothing.
+  int64_t n_fail_unverifiable = 0;
   int64_t n_diff_rn = 0;  // elements whose bits differ from RN(v)
   double max_ratio = 0, max_ulps = 0;
   /// Mean signed and mean absolute error in output ulps (at the reference), over the
