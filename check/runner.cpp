@@ -4,12 +4,14 @@
 #include <tbb/info.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <new>
 #include <sstream>
 
 #include "check/judge.hpp"
 #include "check/repro.hpp"
+#include "core/safetensors.hpp"
 #include "core/digest.hpp"
 #include "core/error.hpp"
 #include "kv_build_info.hpp"
@@ -307,6 +309,12 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
       reasons.push_back("input " + s.desc.name + " was modified");
       cache.drop_inputs(input_key);  // the shared copy is no longer pristine
     }
+  }
+  if (!env.outputs_dir.empty()) {
+    std::map<std::string, StoredTensor> kept;
+    for (auto& e : encs) kept[e.name] = gather(ts.at(e.name).view());
+    write_safetensors((std::filesystem::path(env.outputs_dir) / (hex64(c.case_id()) + ".safetensors")).string(), kept,
+                      {{"case", c.str()}});
   }
   nlohmann::json outs = nlohmann::json::object();
   bool any_fail = !reasons.empty(), any_unv = false;

@@ -23,6 +23,9 @@ struct RunEnv {
   std::map<std::string, double> measured_ulps;
   /// Where failing cases leave reproducer bundles (check/repro.hpp); empty: nowhere.
   std::string repro_dir;
+  /// Where every judged case leaves its outputs as <case_id>.safetensors (drift analysis
+  /// compares them bit by bit); empty: nowhere.
+  std::string outputs_dir;
 };
 
 /// Generated inputs of one input identity and layout: the input buffers as generation

@@ -13,6 +13,7 @@
 #include "check/gate.hpp"
 #include "check/results.hpp"
 #include "cli/common.hpp"
+#include "cli/drift.hpp"
 #include "cli/fuzz.hpp"
 #include "cli/suite.hpp"
 #include "cli/supervisor.hpp"
@@ -315,6 +316,8 @@ int kverify_main(int argc, char** argv) {
 
   FuzzCommand fz;
   auto* fuzzc = add_fuzz_command(app, fz);
+  DriftCommand dr;
+  auto* driftc = add_drift_command(app, dr);
   MergeCommand mg;
   auto* mergec = add_merge_command(app, mg);
 
@@ -325,8 +328,9 @@ int kverify_main(int argc, char** argv) {
   worker->add_option("--device", wc.device);
   worker->add_option("--device-profile", wc.profile);
   worker->add_option("--run-id", worker_run_id);
-  std::string worker_repro;
+  std::string worker_repro, worker_outputs;
   worker->add_option("--repro-dir", worker_repro);
+  worker->add_option("--outputs-dir", worker_outputs);
   std::vector<std::string> worker_plugins;
   std::string worker_external;
   worker->add_option("--plugin", worker_plugins);
@@ -366,6 +370,7 @@ int kverify_main(int argc, char** argv) {
       RunEnv env = make_env(wc);
       env.run_id = worker_run_id;
       env.repro_dir = worker_repro;
+      env.outputs_dir = worker_outputs;
 #ifdef KV_HAVE_CUDA
       // Contracts are held to what this GPU's math functions measurably do.
       if (env.device.kind == "cuda") env.measured_ulps = calibrate_math().max_ulps;
@@ -403,6 +408,7 @@ int kverify_main(int argc, char** argv) {
 #endif
     }
     if (*fuzzc) return run_fuzz_command(fz);
+    if (*driftc) return run_drift_command(dr);
     if (*mergec) return run_merge_command(mg);
     if (*replay) {
       RunEnv env = make_env(pc);
