@@ -1,6 +1,7 @@
 // Mirroring, launching and copying back for CUDA impls.
 #include "kernels/cuda_impl.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include "core/cuda/cuda_check.hpp"
@@ -50,6 +51,15 @@ std::optional<std::string> check_block_size(const std::string& kernel, const voi
   if (static_cast<int64_t>(smem) > p.smem_per_block)
     return "kernel " + kernel + " needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
            std::to_string(p.smem_per_block);
+  return std::nullopt;
+}
+
+std::optional<std::string> row_alias_reason(const Case& c, const std::vector<std::string>& row_tensors) {
+  auto is_row = [&](const std::string& n) { return std::find(row_tensors.begin(), row_tensors.end(), n) != row_tensors.end(); };
+  for (auto& [out, in] : c.alias)
+    if (!is_row(out) || !is_row(in))
+      return "output " + out + " cannot be written over " + in +
+             ": only row tensors may be computed in place (every program reads the per-column and per-row inputs)";
   return std::nullopt;
 }
 

@@ -51,6 +51,11 @@ class CudaImpl : public Impl {
   virtual void launch(DevSet& d, const Case& c, const DeviceProfile& p) const = 0;
 };
 
+/// Why an output may not be written over the input the case aliases it to: row kernels
+/// compute in place only between row tensors (each program reads its own rows before
+/// writing them, while every program reads the per-column and per-row inputs).
+std::optional<std::string> row_alias_reason(const Case& c, const std::vector<std::string>& row_tensors);
+
 /// Threads a launch may use: the kernel's limit given its registers and the profile's.
 std::optional<std::string> check_block_size(const std::string& kernel, const void* fn, int64_t threads,
                                             size_t dynamic_smem, const DeviceProfile& p, const std::string& what);

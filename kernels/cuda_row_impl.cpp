@@ -100,6 +100,10 @@ std::optional<std::string> CudaRowImpl::layout_reason(const Case& c) const {
              std::string(dtype_name(x)) + " and " + std::string(dtype_name(c.dtypes.at(name))) +
              "); the other tensors may differ";
   }
+  std::vector<std::string> rows;
+  for (auto& [name, role] : roles())
+    if (role == RowRole::rows) rows.push_back(name);
+  if (auto why = row_alias_reason(c, rows)) return why;  // fuzzing drew rstd written over w
   const auto specs = registry().op(c.op).tensors(c);
   for (auto& [name, role] : roles()) {
     auto l = c.layout.find(name);

@@ -192,6 +192,18 @@ TEST(Cuda, RowKernelsRejectWhatTheyCannotRun) {
   kv::Case b = row_case("softmax.fwd", {2, 3, 64}, "bf16", "8");
   b.layout["x"] = {0, {512, 64, 1}};  // two row strides
   EXPECT_NE(reason(b).find("one stride"), std::string::npos) << reason(b);
+  // In place only row for row (fuzzing on an H100 drew rstd written over w, which failed).
+  kv::Case a = row_case("layer_norm.fwd", {2, 256}, "fp32", "8");
+  a.alias["rstd"] = "w";
+  a.shape = {256, 256};
+  EXPECT_NE(reason(a).find("output rstd cannot be written over w"), std::string::npos) << reason(a);
+  kv::Case r;
+  r.op = "rms_norm.fwd";
+  r.impl = "cuda";
+  r.shape = {2, 2};
+  r.dtypes["x"] = DType::f32;
+  r.alias["rstd"] = "w";
+  EXPECT_NE(reason(r).find("output rstd cannot be written over w"), std::string::npos) << reason(r);
   REQUIRE_GPU();  // the thread limit asks the kernel (cudaFuncGetAttributes)
   for (const char* op : {"softmax.fwd", "softmax.bwd", "layer_norm.fwd", "layer_norm.bwd"}) {
     kv::Case w = row_case(op, {4, 256}, "bf16", "32");
