@@ -54,6 +54,19 @@ std::optional<std::string> check_block_size(const std::string& kernel, const voi
   return std::nullopt;
 }
 
+std::optional<int64_t> collapsed_stride(const TensorDesc& d, size_t dims) {
+  const auto st = d.effective_strides();
+  int64_t outer = 0, inner_stride = 0, inner_size = 0;
+  bool first = true;
+  for (size_t i = std::min(dims, d.shape.size()); i-- > 0;) {
+    if (d.shape[i] == 1) continue;  // never stepped: its stride is irrelevant
+    if (first) outer = st[i], first = false;
+    else if (st[i] != inner_stride * inner_size) return std::nullopt;
+    inner_stride = st[i], inner_size = d.shape[i];
+  }
+  return outer;
+}
+
 std::optional<std::string> row_alias_reason(const Case& c, const std::vector<std::string>& row_tensors) {
   auto is_row = [&](const std::string& n) { return std::find(row_tensors.begin(), row_tensors.end(), n) != row_tensors.end(); };
   for (auto& [out, in] : c.alias)

@@ -51,6 +51,11 @@ class CudaImpl : public Impl {
   virtual void launch(DevSet& d, const Case& c, const DeviceProfile& p) const = 0;
 };
 
+/// The one stride that steps through the first `dims` dims of a tensor in row-major order
+/// (dims of size 1 skipped), or nullopt when they do not collapse to one (0 when none is
+/// larger than 1). Kernels that address rows with one stride use it to accept a layout.
+std::optional<int64_t> collapsed_stride(const TensorDesc& d, size_t dims);
+
 /// Why an output may not be written over the input the case aliases it to: row kernels
 /// compute in place only between row tensors (each program reads its own rows before
 /// writing them, while every program reads the per-column and per-row inputs).

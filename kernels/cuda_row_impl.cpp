@@ -16,14 +16,9 @@ std::optional<rowcuda::Mat> row_view(const DevView& v, RowRole role, int64_t chu
   // Dims that index rows: all but the last (rows, cols), or all of them (per_row). They
   // must collapse to one stride: each one's stride is the next non-unit one's extent.
   const size_t row_dims = role == RowRole::per_row ? k : (k == 0 ? 0 : k - 1);
-  int64_t rs = 0, inner_stride = 0, inner_size = 0;
-  bool first = true;
-  for (size_t i = row_dims; i-- > 0;) {
-    if (d.shape[i] == 1) continue;
-    if (first) rs = st[i], first = false;
-    else if (st[i] != inner_stride * inner_size) return std::nullopt;
-    inner_stride = st[i], inner_size = d.shape[i];
-  }
+  auto collapsed = collapsed_stride(d, row_dims);
+  if (!collapsed) return std::nullopt;
+  int64_t rs = *collapsed;
   const int64_t cs = role == RowRole::per_row ? 0 : (k == 0 ? 1 : st[k - 1]);
   if (role == RowRole::cols) rs = 0;
   const int64_t esz = static_cast<int64_t>(dtype_size(d.dtype));

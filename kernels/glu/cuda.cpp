@@ -16,10 +16,10 @@ std::optional<glucuda::Mat> as_mat(const DevView& v) {
   const auto& d = v.desc;
   auto st = d.effective_strides();
   const size_t k = d.shape.size();
-  for (size_t i = 0; i + 2 < k; ++i)
-    if (d.shape[i + 1] != 1 && st[i] != st[i + 1] * d.shape[i + 1] && d.shape[i] != 1) return std::nullopt;
+  auto rs = collapsed_stride(d, k == 0 ? 0 : k - 1);  // size-1 dims skipped, not trusted
+  if (!rs) return std::nullopt;
   auto* base = static_cast<uint8_t*>(v.base) + d.offset * static_cast<int64_t>(dtype_size(d.dtype));
-  return glucuda::Mat{base, k >= 2 ? st[k - 2] : 0, st[k - 1]};
+  return glucuda::Mat{base, *rs, st[k - 1]};
 }
 
 class CudaGlu : public CudaImpl {

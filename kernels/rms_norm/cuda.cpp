@@ -20,11 +20,13 @@ std::optional<rmscuda::Mat> as_mat(const DevView& v) {
   const auto& d = v.desc;
   auto st = d.effective_strides();
   size_t k = d.shape.size();
-  for (size_t i = 0; i + 2 < k; ++i)
-    if (d.shape[i + 1] != 1 && st[i] != st[i + 1] * d.shape[i + 1] && d.shape[i] != 1) return std::nullopt;
-  int64_t rs = k >= 2 ? st[k - 2] : 0, cs = st[k - 1];
+  // All leading dims must collapse to one row stride (a size-1 dim's stride is skipped,
+  // not trusted: shape 2x1xN with strides {S0, S1, 1} steps rows by S0).
+  auto rs = collapsed_stride(d, k == 0 ? 0 : k - 1);
+  if (!rs) return std::nullopt;
+  int64_t cs = st[k - 1];
   auto* base = static_cast<uint8_t*>(v.base) + d.offset * static_cast<int64_t>(dtype_size(d.dtype));
-  return rmscuda::Mat{base, rmscuda::dt_code(d.dtype), rs, cs};
+  return rmscuda::Mat{base, rmscuda::dt_code(d.dtype), *rs, cs};
 }
 
 rmscuda::Vec as_vec(const DevView& v) {

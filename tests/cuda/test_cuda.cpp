@@ -8,6 +8,7 @@
 #include "check/calibrate.hpp"
 #include "check/results.hpp"
 #include "core/cuda/cuda_device.hpp"
+#include "kernels/cuda_impl.hpp"
 #include "op_cases.hpp"
 #include "test_util.hpp"
 
@@ -271,4 +272,20 @@ TEST(Cuda, StickyErrorEndsTheWorkerAndTheRunGoesOn) {
   EXPECT_EQ(lines[0]["verdict"], "error");
   EXPECT_NE(lines[0]["reason"].get<std::string>().find("sticky"), std::string::npos) << lines[0]["reason"];
   EXPECT_EQ(lines[1]["verdict"], "pass") << lines[1].value("reason", "");
+}
+
+// Layout acceptance without a GPU: leading dims collapse to one row stride, and a size-1
+// dim's stride is skipped rather than trusted (2x1xN with strides {S0, S1, 1} steps rows by
+// S0; the GLU and RMSNorm kernels once took S1).
+TEST(Cuda, RowStrideCollapsesLeadingDimsAndSkipsUnitOnes) {
+  using kv::collapsed_stride;
+  auto desc = [](std::vector<int64_t> shape, std::vector<int64_t> strides) {
+    return kv::TensorDesc{"t", DType::f32, std::move(shape), std::move(strides), 0};
+  };
+  EXPECT_EQ(collapsed_stride(desc({2, 1, 8}, {100, 7, 1}), 2), 100);
+  EXPECT_EQ(collapsed_stride(desc({3, 4, 8}, {}), 2), 8);
+  EXPECT_EQ(collapsed_stride(desc({3, 4, 8}, {40, 10, 1}), 2), 10);
+  EXPECT_EQ(collapsed_stride(desc({3, 4, 8}, {41, 10, 1}), 2), std::nullopt);
+  EXPECT_EQ(collapsed_stride(desc({1, 1, 8}, {5, 3, 1}), 2), 0);
+  EXPECT_EQ(collapsed_stride(desc({8}, {}), 0), 0);
 }
