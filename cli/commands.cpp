@@ -49,6 +49,15 @@ void add_common(CLI::App* app, Common& c) {
   add_extension_options(app, c.ext);
 }
 
+/// --sanitize and --sanitize-every (run and replay).
+void add_sanitize_options(CLI::App* app, Common& c) {
+  app->add_option("--sanitize", c.sanitize.tools,
+                  "re-run a sample of the cases under compute-sanitizer tools: memcheck,racecheck,initcheck,synccheck")
+      ->delimiter(',');
+  app->add_option("--sanitize-every", c.sanitize.every, "sample every k-th case (default 10; the first included)")
+      ->check(CLI::PositiveNumber);
+}
+
 RunEnv make_env(const Common& c) {
   RunEnv env;
   std::string kind = c.device;
@@ -168,9 +177,22 @@ int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, b
   if (ext.has_worker()) sup.set_relay([&ext](const nlohmann::json& req) { return ext.relay(req); });
   std::map<std::string, int64_t> counts;
   size_t i = 0;
+  int64_t sanitizer_found = 0;
   for (auto& cs : cases) {
     auto why = unavailable_reason(registry().impl(cs.op, cs.impl));
     auto j = why ? error_result(cs, env, *why) : sup.run(cs, env);
+    if (!why && !c.sanitize.tools.empty() && i % static_cast<size_t>(c.sanitize.every) == 0) {
+      j["sanitizer"] = sanitize_case(cs, env, worker_args(c, env, ext), c.timeout_s, c.sanitize.tools,
+                                     (std::filesystem::path(c.out) / "sanitizer").string());
+      const int64_t n = sanitizer_errors(j["sanitizer"]);
+      sanitizer_found += n;
+      for (auto& [t, r] : j["sanitizer"].items())
+        if (r.contains("skipped") || r.value("errors", int64_t(0)) > 0)
+          std::cout << "  sanitizer " << t << ": "
+                    << (r.contains("skipped") ? "skipped, " + r["skipped"].get<std::string>()
+                                              : std::to_string(r["errors"].get<int64_t>()) + " errors, " + r["log"].get<std::string>())
+                    << "  (" << cs.str() << ")\n";
+    }
     w.append(j);
     ++counts[j.value("verdict", "error")];
     ++i;
@@ -181,8 +203,9 @@ int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, b
   write_summary_html(html, read_results(results, env.run_id), env.run_id);
   std::cout << "run " << env.run_id << ": " << cases.size() << " cases";
   for (auto& [k, v] : counts) std::cout << ", " << v << " " << k;
+  if (!c.sanitize.tools.empty()) std::cout << ", " << sanitizer_found << " sanitizer errors";
   std::cout << "\nresults: " << results << "\nsummary: " << html << "\n";
-  return (counts["fail"] + counts["error"]) > 0 ? 1 : 0;
+  return (counts["fail"] + counts["error"]) > 0 || sanitizer_found > 0 ? 1 : 0;
 }
 
 int cmd_list(bool json_out) {
@@ -271,6 +294,7 @@ int kverify_main(int argc, char** argv) {
   bool quiet = false;
   auto* run = app.add_subcommand("run", "run cases (with no selection: suites/standard.json on a GPU, suites/host-default.json on the host)");
   add_common(run, rc);
+  add_sanitize_options(run, rc);
   run->add_option("--op", ops, "op, e.g. rms_norm.fwd (repeatable)");
   run->add_option("--impl", impls, "impl name (default: every impl of the op on the device)");
   run->add_option("--dtype", dtypes, "fp32|fp16|bf16, or per tensor x:bf16,w:fp32 (repeatable)");
@@ -300,6 +324,7 @@ int kverify_main(int argc, char** argv) {
   std::string replay_case;
   auto* replay = app.add_subcommand("replay", "rerun one case from its one-line string");
   add_common(replay, pc);
+  add_sanitize_options(replay, pc);
   replay->add_option("case", replay_case, "the case string (kv1 op=... )")->required();
 
   Common cc;
@@ -411,6 +436,7 @@ int kverify_main(int argc, char** argv) {
     if (*driftc) return run_drift_command(dr);
     if (*mergec) return run_merge_command(mg);
     if (*replay) {
+      check_sanitize_tools(pc.sanitize.tools);
       RunEnv env = make_env(pc);
       Case c = Case::parse(replay_case);
       auto ext = load_extensions(pc, env);
@@ -421,6 +447,7 @@ int kverify_main(int argc, char** argv) {
       return ext->failures().empty() ? code : 1;
     }
     if (*run) {
+      check_sanitize_tools(rc.sanitize.tools);
       RunEnv env = make_env(rc);
       auto ext = load_extensions(rc, env);
       std::vector<SuiteEntry> entries;

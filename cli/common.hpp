@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "check/runner.hpp"
+#include "cli/sanitize.hpp"
 #include "ext/extensions.hpp"
 
 namespace kv {
@@ -18,6 +19,7 @@ struct Common {
   double timeout_s = 600;
   std::string out = "out";
   ExtensionOptions ext;
+  SanitizeOptions sanitize;  // run and replay
 };
 
 /// --device, --device-profile, --timeout, --out, --plugin, --worker, --worker-timeout.

@@ -36,7 +36,8 @@ void Supervisor::start() {
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   std::string exe = self_exe();
-  std::vector<std::string> argv_s = {exe};
+  std::vector<std::string> argv_s = wrapper_;
+  argv_s.push_back(exe);
   argv_s.insert(argv_s.end(), args_.begin(), args_.end());
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -46,7 +47,8 @@ void Supervisor::start() {
     std::vector<char*> argv;
     for (auto& s : argv_s) argv.push_back(s.data());
     argv.push_back(nullptr);
-    execv(exe.c_str(), argv.data());
+    if (wrapper_.empty()) execv(exe.c_str(), argv.data());
+    else execvp(argv[0], argv.data());
     _exit(127);
   }
   close(in[0]);

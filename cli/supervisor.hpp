@@ -28,8 +28,11 @@ class Supervisor {
   /// Answers `{"external": req}` lines the worker writes while a case runs (requests to
   /// an external worker the parent owns); the watchdog does not count their time.
   void set_relay(std::function<nlohmann::json(const nlohmann::json&)> f) { relay_ = std::move(f); }
+  /// A command the worker runs under (e.g. compute-sanitizer and its options), found on PATH.
+  void set_wrapper(std::vector<std::string> w) { wrapper_ = std::move(w); }
 
  private:
+  std::vector<std::string> wrapper_;
   std::function<nlohmann::json(const nlohmann::json&)> relay_;
   std::vector<std::string> args_;
   double timeout_s_;

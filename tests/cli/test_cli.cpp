@@ -146,3 +146,14 @@ TEST(Cli, ConfigsWithTheSameNumericsShareOneEnclosure) {
   }
   EXPECT_EQ(reused, 1);  // asc/desc share; num_warps=8 has its own n_eff
 }
+
+TEST(Cli, SanitizeSkipsVisiblyOnTheHostAndRejectsUnknownTools) {
+  const std::string out = tmpdir("sanitize");
+  Out o = sh(KV_BIN, "run --device host --op rms_norm.fwd --dtype bf16 --shape 4x64 --sanitize memcheck,initcheck --out " + out);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("sanitizer memcheck: skipped, the run's device is the host"), std::string::npos) << o.text;
+  auto lines = kv::read_results(out + "/results.jsonl");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(lines[0]["sanitizer"]["initcheck"].contains("skipped")) << lines[0]["sanitizer"].dump();
+  expect_usage_error("run --op rms_norm.fwd --sanitize bogus --out " + out, "unknown tool 'bogus'");
+}
