@@ -75,12 +75,21 @@ nlohmann::json sanitize_case(const Case& c, const RunEnv& env, const std::vector
     }  // the worker exits here, and the tool writes its summary
     std::ifstream f(log);
     std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::smatch m;
-    static const std::regex summary("ERROR SUMMARY: ([0-9]+) error");
-    if (std::regex_search(text, m, summary)) out[t] = {{"errors", std::stoll(m[1].str())}, {"log", log}};
-    else out[t] = {{"skipped", "no summary from " + t + ": " + last_line(text)}, {"log", log}};
+    out[t] = parse_sanitizer_log(text);
+    out[t]["log"] = log;
   }
   return out;
+}
+
+nlohmann::json parse_sanitizer_log(const std::string& text) {
+  std::smatch m;
+  // memcheck, initcheck, synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK
+  // SUMMARY: H hazards displayed (E errors, W warnings)".
+  static const std::regex summary("ERROR SUMMARY: ([0-9]+) error");
+  static const std::regex races("RACECHECK SUMMARY: [0-9]+ hazards? displayed \\(([0-9]+) errors?, ([0-9]+) warnings?\\)");
+  if (std::regex_search(text, m, races)) return {{"errors", std::stoll(m[1].str())}, {"warnings", std::stoll(m[2].str())}};
+  if (std::regex_search(text, m, summary)) return {{"errors", std::stoll(m[1].str())}};
+  return {{"skipped", "no summary from the tool: " + last_line(text)}};
 }
 
 int64_t sanitizer_errors(const nlohmann::json& s) {

@@ -24,6 +24,9 @@ void check_sanitize_tools(const std::vector<std::string>& tools);
 nlohmann::json sanitize_case(const Case& c, const RunEnv& env, const std::vector<std::string>& worker_args,
                              double timeout_s, const std::vector<std::string>& tools, const std::string& log_dir);
 
+/// A tool's log: {"errors": N[, "warnings": W]}, or {"skipped": its last line} without a summary.
+nlohmann::json parse_sanitizer_log(const std::string& text);
+
 /// Errors found in a sanitize_case() result (skips count none).
 int64_t sanitizer_errors(const nlohmann::json& s);
 

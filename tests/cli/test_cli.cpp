@@ -9,6 +9,7 @@
 #include <set>
 
 #include "check/results.hpp"
+#include "cli/sanitize.hpp"
 #include "cli_util.hpp"
 #ifdef KV_HAVE_CUDA
 #include "core/cuda/cuda_device.hpp"
@@ -156,4 +157,16 @@ TEST(Cli, SanitizeSkipsVisiblyOnTheHostAndRejectsUnknownTools) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(lines[0]["sanitizer"]["initcheck"].contains("skipped")) << lines[0]["sanitizer"].dump();
   expect_usage_error("run --op rms_norm.fwd --sanitize bogus --out " + out, "unknown tool 'bogus'");
+}
+
+TEST(Cli, SanitizerLogsOfEveryToolAreRead) {
+  auto m = kv::parse_sanitizer_log("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 3 errors\n");
+  EXPECT_EQ(m["errors"], 3);
+  auto r = kv::parse_sanitizer_log("========= RACECHECK SUMMARY: 5 hazards displayed (2 errors, 3 warnings)\n");
+  EXPECT_EQ(r["errors"], 2);
+  EXPECT_EQ(r["warnings"], 3);
+  auto one = kv::parse_sanitizer_log("========= ERROR SUMMARY: 1 error\n");
+  EXPECT_EQ(one["errors"], 1);
+  auto none = kv::parse_sanitizer_log("========= Error: Target application terminated before first instrumented API call\n");
+  EXPECT_NE(none["skipped"].get<std::string>().find("terminated before first instrumented API call"), std::string::npos);
 }
