@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/supervisor.hpp"
+#include "core/child_io.hpp"
 #include "core/error.hpp"
 
 namespace kv {
@@ -30,13 +31,6 @@ std::string find_sanitizer() {
     if (access(f.c_str(), X_OK) == 0) return f.string();
   }
   return "";
-}
-
-std::string last_line(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  auto nl = t.rfind('\n');
-  return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
 }  // namespace

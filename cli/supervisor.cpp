@@ -1,14 +1,14 @@
 // Worker processes: spawn, talk over pipes, watchdog, restart.
 #include "cli/supervisor.hpp"
 
+#include "core/child_io.hpp"
+
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <iostream>
 
 namespace kv {
@@ -69,12 +69,7 @@ std::string Supervisor::stop(bool kill_it) {
   waitpid(pid_, &status, 0);
   if (from_child_ >= 0) close(from_child_);
   pid_ = -1, to_child_ = -1, from_child_ = -1;
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    return "signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
-  }
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  return "unknown status";
+  return exit_status_text(status);
 }
 
 nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
@@ -89,57 +84,44 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
     return error_result(c, env, "worker died before the case was sent (" + how + "); restarted");
   }
   using Clock = std::chrono::steady_clock;
-  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
-  char buf[65536];
+  auto deadline = deadline_after(timeout_s_);
+  std::string answer;
   while (true) {
-    size_t nl = pending_.find('\n');
-    if (nl != std::string::npos) {
-      std::string answer = pending_.substr(0, nl);
-      pending_.erase(0, nl + 1);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(answer);
-      } catch (const std::exception&) {
-        j = nullptr;
-      }
-      if (j.is_object() && j.contains("external")) {  // the case asks the external worker
-        auto t0 = Clock::now();
-        nlohmann::json a = relay_ ? relay_(j["external"]) : nlohmann::json{{"external_error", "this run has no worker"}};
-        std::string back = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-        if (write(to_child_, back.data(), back.size()) != static_cast<ssize_t>(back.size())) {
-          std::string how = stop(true);
-          return error_result(c, env, "worker died during the case (" + how + "); restarted");
-        }
-        deadline += Clock::now() - t0;
-        continue;
-      }
-      try {
-        if (!j.is_object() || !j.contains("verdict")) throw std::runtime_error("no verdict");
-        if (j.value("worker_exit", false)) stop(false);  // it exits after a sticky error
-        return j;
-      } catch (const std::exception&) {
-        stop(true);
-        return error_result(c, env, "worker answered malformed JSON (" + answer.substr(0, 80) + "); restarted");
-      }
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
+    const LineWait got = next_line(from_child_, pending_, deadline, answer);
+    if (got == LineWait::timeout) {
       stop(true);
       return error_result(c, env, "watchdog: no answer within " + std::to_string(timeout_s_) +
                                       " s; worker killed and restarted");
     }
-    pollfd p{from_child_, POLLIN, 0};
-    int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    ssize_t n = read(from_child_, buf, sizeof buf);
-    if (n > 0) {
-      pending_.append(buf, static_cast<size_t>(n));
+    if (got == LineWait::closed) break;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(answer);
+    } catch (const std::exception&) {
+      j = nullptr;
+    }
+    if (j.is_object() && j.contains("external")) {  // the case asks the external worker
+      auto t0 = Clock::now();
+      nlohmann::json a = relay_ ? relay_(j["external"]) : nlohmann::json{{"external_error", "this run has no worker"}};
+      std::string back = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      if (write(to_child_, back.data(), back.size()) != static_cast<ssize_t>(back.size())) {
+        std::string how = stop(true);
+        return error_result(c, env, "worker died during the case (" + how + "); restarted");
+      }
+      deadline += Clock::now() - t0;
       continue;
     }
-    std::string how = stop(false);
-    return error_result(c, env, "worker crashed (" + how + "); restarted");
+    try {
+      if (!j.is_object() || !j.contains("verdict")) throw std::runtime_error("no verdict");
+      if (j.value("worker_exit", false)) stop(false);  // it exits after a sticky error
+      return j;
+    } catch (const std::exception&) {
+      stop(true);
+      return error_result(c, env, "worker answered malformed JSON (" + answer.substr(0, 80) + "); restarted");
+    }
   }
+  std::string how = stop(false);
+  return error_result(c, env, "worker crashed (" + how + "); restarted");
 }
 
 int worker_main(const RunEnv& env, const std::function<void(FILE*)>& setup) {

@@ -2,16 +2,15 @@
 #include "ext/worker_client.hpp"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "core/child_io.hpp"
 #include "kv_build_info.hpp"
 
 namespace kv {
@@ -66,12 +65,7 @@ std::string WorkerClient::stop(bool kill_it) {
   if (r == 0) waitpid(pid_, &status, 0);
   if (from_ >= 0) close(from_);
   pid_ = -1, from_ = -1;
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    return "signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
-  }
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  return "unknown status";
+  return exit_status_text(status);
 }
 
 std::string WorkerClient::log_tail() const {
@@ -79,10 +73,7 @@ std::string WorkerClient::log_tail() const {
   if (!f) return "";
   auto size = static_cast<int64_t>(f.tellg());
   f.seekg(std::max<int64_t>(0, size - 400));
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  auto nl = s.rfind('\n');
-  std::string last = nl == std::string::npos ? s : s.substr(nl + 1);
+  std::string last = last_line(std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()));
   return last.empty() ? "" : "; last stderr line: " + last;
 }
 
@@ -94,40 +85,27 @@ void WorkerClient::fail(const std::string& why, bool kill_it) {
 nlohmann::json WorkerClient::exchange(const nlohmann::json& msg, const std::string& what) {
   std::string line = msg.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) fail("died before the " + what + " was sent", true);
-  using Clock = std::chrono::steady_clock;
-  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
-  char buf[65536];
-  while (true) {
-    size_t nl = pending_.find('\n');
-    if (nl != std::string::npos) {
-      std::string answer = pending_.substr(0, nl);
-      pending_.erase(0, nl + 1);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(answer);
-      } catch (const std::exception&) {
-        fail("answered malformed JSON to the " + what + ": '" + answer.substr(0, 80) + "'", true);
-      }
-      if (!j.is_object()) fail("answered a JSON value that is not an object to the " + what, true);
-      return j;
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
+  const auto deadline = deadline_after(timeout_s_);
+  std::string answer;
+  switch (next_line(from_, pending_, deadline, answer)) {
+    case LineWait::timeout: {
       std::ostringstream t;
       t << timeout_s_;
       fail("watchdog: no answer to the " + what + " within " + t.str() + " s; killed", true);
     }
-    pollfd p{from_, POLLIN, 0};
-    int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    ssize_t n = read(from_, buf, sizeof buf);
-    if (n > 0) {
-      pending_.append(buf, static_cast<size_t>(n));
-      continue;
-    }
-    fail("exited during the " + what, false);
+    case LineWait::closed:
+      fail("exited during the " + what, false);
+    case LineWait::line:
+      break;
   }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(answer);
+  } catch (const std::exception&) {
+    fail("answered malformed JSON to the " + what + ": '" + answer.substr(0, 80) + "'", true);
+  }
+  if (!j.is_object()) fail("answered a JSON value that is not an object to the " + what, true);
+  return j;
 }
 
 const nlohmann::json& WorkerClient::hello() {
