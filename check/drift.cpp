@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "check/results.hpp"
+
 namespace kv {
 
 namespace {
@@ -21,14 +23,6 @@ int64_t ordered(uint32_t bits, int width) {
 }
 
 bool is_nan(uint32_t bits, DType d) { return is_float(d) && is_nan_bits(d, bits); }
-
-bool claims(const json& r, const std::string& out, const char* claim) {
-  const json d = r.value("contract", json::object()).value("determinism", json::object());
-  if (!d.contains(out)) return false;
-  for (auto& c : d[out])
-    if (c == claim) return true;
-  return false;
-}
 
 bool inside(const json& r) {
   const std::string v = r.value("verdict", "");

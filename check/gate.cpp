@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "check/results.hpp"
+
 namespace kv {
 
 namespace {
@@ -19,15 +21,6 @@ bool failed(const json& r) {
 bool judged(const json& r) {
   const std::string v = r.value("verdict", "");
   return v == "pass" || v == "unverifiable" || v == "fail";
-}
-
-bool claims(const json& r, const std::string& out, const std::string& claim) {
-  if (!r.contains("contract") || !r["contract"].contains("determinism")) return false;
-  const json& d = r["contract"]["determinism"];
-  if (!d.contains(out)) return false;
-  for (auto& c : d[out])
-    if (c == claim) return true;
-  return false;
 }
 
 std::string digest_of(const json& r, const std::string& out) {

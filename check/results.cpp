@@ -47,4 +47,13 @@ std::vector<nlohmann::json> read_results(const std::string& path, const std::str
   return out;
 }
 
+bool claims(const nlohmann::json& r, const std::string& out, const std::string& claim) {
+  if (!r.contains("contract") || !r["contract"].contains("determinism")) return false;
+  const nlohmann::json& d = r["contract"]["determinism"];
+  if (!d.contains(out)) return false;
+  for (auto& c : d[out])
+    if (c == claim) return true;
+  return false;
+}
+
 }  // namespace kv

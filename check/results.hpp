@@ -26,4 +26,7 @@ class ResultsWriter {
 /// file and line number of a malformed line.
 std::vector<nlohmann::json> read_results(const std::string& path, const std::string& run_id = "");
 
+/// Whether a result line's contract makes a determinism claim (run_to_run, ...) for an output.
+bool claims(const nlohmann::json& result, const std::string& output, const std::string& claim);
+
 }  // namespace kv

@@ -80,24 +80,10 @@ std::vector<TensorSpec> plugin_tensor_order(const Case& c) {
 
 namespace {
 
-class PluginHostImpl : public Impl {
+class PluginHostImpl : public PluginImplBase<Impl> {
  public:
-  explicit PluginHostImpl(PluginDesc d) : d_(std::move(d)) {}
-  std::string op() const override { return d_.op; }
-  std::string name() const override { return d_.impl; }
+  using PluginImplBase::PluginImplBase;
   std::string device() const override { return d_.device; }
-  std::string version() const override { return d_.version; }
-  std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
-  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
-    auto pc = plugin_contract(d_, c, p);
-    if (!pc.contract) return pc.unsupported;
-    return std::nullopt;
-  }
-  Contract contract(const Case& c, const DeviceProfile& p) const override {
-    auto pc = plugin_contract(d_, c, p);
-    if (!pc.contract) throw UsageError("invalid config: " + pc.unsupported);
-    return *pc.contract;
-  }
   void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const override {
     if (d_.device != "host")
       throw HarnessError("plugin impl " + d_.impl + " runs on " + d_.device + ", which this kverify build cannot drive");
@@ -109,9 +95,6 @@ class PluginHostImpl : public Impl {
     if (d_.launch(call.get(nullptr)) != KV_OK)
       throw std::runtime_error("plugin impl " + d_.impl + " failed: " + call.message());
   }
-
- private:
-  PluginDesc d_;
 };
 
 std::vector<ConfigKnob> parse_knobs(const std::string& s, const std::string& who) {

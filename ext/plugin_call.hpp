@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/contract.hpp"
+#include "core/error.hpp"
 #include "core/registry.hpp"
 #include "kverify/plugin.h"
 
@@ -47,6 +48,32 @@ struct PluginContract {
   std::string unsupported;
 };
 PluginContract plugin_contract(const PluginDesc& d, const Case& c, const DeviceProfile& p);
+
+/// What every plugin impl answers from its descriptor, on top of its base (Impl for host
+/// impls, CudaImpl for cuda ones): names, knobs, and the contract callback, which also
+/// decides whether the case can run.
+template <class Base>
+class PluginImplBase : public Base {
+ public:
+  explicit PluginImplBase(PluginDesc d) : d_(std::move(d)) {}
+  std::string op() const override { return d_.op; }
+  std::string name() const override { return d_.impl; }
+  std::string version() const override { return d_.version; }
+  std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
+  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
+    auto pc = plugin_contract(d_, c, p);
+    if (!pc.contract) return pc.unsupported;
+    return Base::invalid_reason(c, p);
+  }
+  Contract contract(const Case& c, const DeviceProfile& p) const override {
+    auto pc = plugin_contract(d_, c, p);
+    if (!pc.contract) throw UsageError("invalid config: " + pc.unsupported);
+    return *pc.contract;
+  }
+
+ protected:
+  PluginDesc d_;
+};
 
 /// The tensors of a case in the op's order, with their roles (inputs, then outputs).
 std::vector<TensorSpec> plugin_tensor_order(const Case& c);

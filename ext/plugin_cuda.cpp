@@ -11,23 +11,9 @@ namespace kv {
 
 namespace {
 
-class PluginCudaImpl : public CudaImpl {
+class PluginCudaImpl : public PluginImplBase<CudaImpl> {
  public:
-  explicit PluginCudaImpl(PluginDesc d) : d_(std::move(d)) {}
-  std::string op() const override { return d_.op; }
-  std::string name() const override { return d_.impl; }
-  std::string version() const override { return d_.version; }
-  std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
-  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
-    auto pc = plugin_contract(d_, c, p);
-    if (!pc.contract) return pc.unsupported;
-    return CudaImpl::invalid_reason(c, p);
-  }
-  Contract contract(const Case& c, const DeviceProfile& p) const override {
-    auto pc = plugin_contract(d_, c, p);
-    if (!pc.contract) throw UsageError("invalid config: " + pc.unsupported);
-    return *pc.contract;
-  }
+  using PluginImplBase::PluginImplBase;
 
  protected:
   // The plugin validates its own launches (contract() answers KV_UNSUPPORTED).
@@ -43,9 +29,6 @@ class PluginCudaImpl : public CudaImpl {
     KV_CUDA(cudaGetLastError());
     if (rc != KV_OK) throw std::runtime_error("plugin impl " + d_.impl + " failed: " + call.message());
   }
-
- private:
-  PluginDesc d_;
 };
 
 }  // namespace
