@@ -112,10 +112,16 @@ json analyze_drift(const std::vector<DriftConfig>& configs, const std::string& f
   for (auto& n : names) {
     json m = json::array(), cls = json::array(), groups = json::array();
     std::vector<int> group(k, -1);
+    // Distances are symmetric and zero on the diagonal: each pair is compared once.
+    std::vector<DriftStats> d(k * k);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t j = i + 1; j < k; ++j)
+        d[i * k + j] = d[j * k + i] =
+            compare_outputs(configs[i].repeats[0].outputs.at(n), configs[j].repeats[0].outputs.at(n));
     for (size_t i = 0; i < k; ++i) {
       json row = json::array(), crow = json::array();
       for (size_t j = 0; j < k; ++j) {
-        DriftStats s = compare_outputs(configs[i].repeats[0].outputs.at(n), configs[j].repeats[0].outputs.at(n));
+        const DriftStats& s = d[i * k + j];
         row.push_back(std::isinf(s.max_ulps) ? json("inf") : json(s.max_ulps));
         const bool both_in = inside(configs[i].repeats[0].result) && inside(configs[j].repeats[0].result);
         crow.push_back(s.n_diff == 0 ? "identical" : (both_in ? "inside" : "outside"));
