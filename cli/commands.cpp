@@ -205,7 +205,8 @@ int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, b
   for (auto& [k, v] : counts) std::cout << ", " << v << " " << k;
   if (!c.sanitize.tools.empty()) std::cout << ", " << sanitizer_found << " sanitizer errors";
   std::cout << "\nresults: " << results << "\nsummary: " << html << "\n";
-  return (counts["fail"] + counts["error"]) > 0 || sanitizer_found > 0 ? 1 : 0;
+  // A plugin or worker that could not be used fails the run even if none of its cases ran.
+  return (counts["fail"] + counts["error"]) > 0 || sanitizer_found > 0 || !ext.failures().empty() ? 1 : 0;
 }
 
 int cmd_list(bool json_out) {
@@ -443,8 +444,7 @@ int kverify_main(int argc, char** argv) {
       ext->register_stand_ins({c.op}, {c.impl}, env.device.kind);
       registry().normalize(c);
       check_runnable(c, env);
-      int code = run_cases({c}, pc, env, false, *ext);
-      return ext->failures().empty() ? code : 1;
+      return run_cases({c}, pc, env, false, *ext);
     }
     if (*run) {
       check_sanitize_tools(rc.sanitize.tools);
@@ -490,12 +490,10 @@ int kverify_main(int argc, char** argv) {
           }
         }
         if (cases.empty()) throw UsageError("the selection gives no cases (no impl of the op on device " + env.device.kind + ")");
-        int code = run_cases(cases, rc, env, quiet, *ext);
-        return ext->failures().empty() ? code : 1;
+        return run_cases(cases, rc, env, quiet, *ext);
       }
       auto cases = expand_suite(entries, env.device.kind);
-      int code = run_cases(cases, rc, env, quiet, *ext);
-      return ext->failures().empty() ? code : 1;
+      return run_cases(cases, rc, env, quiet, *ext);
     }
   } catch (const UsageError& e) {
     std::cerr << "kverify: " << e.what() << "\n";
