@@ -1,6 +1,7 @@
 // Per-element verdicts and the measurements reports render.
 #include "check/judge.hpp"
 
+#include <tbb/combinable.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
@@ -65,9 +66,20 @@ double bin_upper(int b) {
   return std::ldexp(1.0 + static_cast<double>(sub + 1) / kPerOctave, e);
 }
 
+/// The upper edge of the bin holding the q-quantile (0-based rank q * (n - 1)).
+double hist_quantile(const std::vector<int64_t>& hist, double q, int64_t n) {
+  const int64_t k = static_cast<int64_t>(q * static_cast<double>(n - 1));
+  int64_t seen = 0;
+  for (int b = 0; b < kBins; ++b) {
+    seen += hist[b];
+    if (seen > k) return bin_upper(b);
+  }
+  return kInf;
+}
+
 /// Measurements of one chunk of elements, merged in chunk order.
 struct Partial {
-  std::vector<int64_t> hist = std::vector<int64_t>(kBins, 0);
+  std::vector<int64_t> hist = std::vector<int64_t>(kBins, 0), ulps_hist = std::vector<int64_t>(kBins, 0);
   int64_t n_fail = 0, n_unv = 0, n_unv_fail = 0, n_nan = 0, n_unwritten = 0, n_diff_rn = 0;
   int64_t worst = -1, first_fail = -1;
   double max_ratio = 0, max_ulps = 0;
@@ -77,7 +89,7 @@ struct Partial {
 };
 
 void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t b, int64_t e,
-                 Partial& p) {
+                 Partial& p, TolBuckets& tol) {
   const DType dt = out.desc.dtype;
   const uint32_t poison = poison_bits(dt);
   for (int64_t i = b; i < e; ++i) {
@@ -111,6 +123,7 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
     if (std::isfinite(o) && std::isfinite(v) && bits != poison) {
       const double s_ulps = (o - v) / ulp(dt, v);
       p.sum_signed_ulps += s_ulps, p.sum_abs_ulps += std::fabs(s_ulps), ++p.n_finite;
+      tol.add(std::fabs(v), dist);
     }
     // An admissible set unbounded on a side while the value is finite (the contract's own
     // arithmetic overflows, e.g. rstd^3 in fp16) bounds nothing: such an element is not
@@ -124,6 +137,7 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       if (p.first_fail < 0) p.first_fail = i;
     }
     ++p.hist[ratio_bin(ratio)];
+    ++p.ulps_hist[ratio_bin(ulps)];
     if (p.worst < 0 || ratio > p.max_ratio) {
       p.max_ratio = ratio, p.worst = i;
       p.w_out = o, p.w_v = v, p.w_lo = a_lo, p.w_hi = a_hi, p.w_err = err, p.w_hw = half_width(enc.lo[i], enc.hi[i]);
@@ -147,10 +161,14 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
   // the thread count.
   const int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
   std::vector<Partial> parts(static_cast<size_t>(nchunks));
+  tbb::combinable<TolBuckets> tol;  // bins keep a min and a max: the thread split does not matter
   tbb::parallel_for(int64_t(0), nchunks, [&](int64_t c) {
-    judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), parts[c]);
+    judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), parts[c], tol.local());
   });
-  std::vector<int64_t> hist(kBins, 0);
+  TolBuckets all;
+  tol.combine_each([&](const TolBuckets& t) { all.merge(t); });
+  tv.tol_points = all.frontier();
+  std::vector<int64_t> hist(kBins, 0), ulps_hist(kBins, 0);
   double sum_signed = 0, sum_abs = 0;
   int64_t n_finite = 0;
   for (auto& p : parts) {
@@ -158,7 +176,7 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
     tv.n_fail += p.n_fail, tv.n_unverifiable += p.n_unv, tv.n_nan_mismatch += p.n_nan;
     tv.n_fail_unverifiable += p.n_unv_fail;
     tv.n_unwritten += p.n_unwritten, tv.n_diff_rn += p.n_diff_rn;
-    for (int b = 0; b < kBins; ++b) hist[b] += p.hist[b];
+    for (int b = 0; b < kBins; ++b) hist[b] += p.hist[b], ulps_hist[b] += p.ulps_hist[b];
     if (tv.first_fail_index < 0) tv.first_fail_index = p.first_fail;
     tv.max_ulps = std::max(tv.max_ulps, p.max_ulps);
     if (p.worst >= 0 && (tv.worst_index < 0 || p.max_ratio > tv.max_ratio)) {
@@ -168,15 +186,10 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
     }
   }
   if (n > 0) {
-    const int64_t k = static_cast<int64_t>(0.99 * static_cast<double>(n - 1));  // 0-based rank
-    int64_t seen = 0;
-    for (int b = 0; b < kBins; ++b) {
-      seen += hist[b];
-      if (seen > k) {
-        tv.p99_ratio = std::min(bin_upper(b), tv.max_ratio);
-        break;
-      }
-    }
+    tv.p50_ratio = std::min(hist_quantile(hist, 0.5, n), tv.max_ratio);
+    tv.p99_ratio = std::min(hist_quantile(hist, 0.99, n), tv.max_ratio);
+    tv.p50_ulps = std::min(hist_quantile(ulps_hist, 0.5, n), tv.max_ulps);
+    tv.p99_ulps = std::min(hist_quantile(ulps_hist, 0.99, n), tv.max_ulps);
   }
   if (n_finite > 0) tv.bias_ulps = sum_signed / static_cast<double>(n_finite), tv.mean_abs_ulps = sum_abs / static_cast<double>(n_finite);
   if (tv.worst_index >= 0) unravel(tv.worst_index, out.desc.shape, tv.worst_coords);
@@ -212,8 +225,12 @@ nlohmann::json TensorVerdict::to_json() const {
           {"n_padding_written", n_padding_written},
           {"n_diff_rn", n_diff_rn},
           {"max_ratio", num(max_ratio)},
+          {"p50_ratio", num(p50_ratio)},
           {"p99_ratio", num(p99_ratio)},
           {"max_ulps", num(max_ulps)},
+          {"p50_ulps", num(p50_ulps)},
+          {"p99_ulps", num(p99_ulps)},
+          {"tol_points", tol_points_json(tol_points)},
           {"bias_ulps", num(bias_ulps)},
           {"mean_abs_ulps", num(mean_abs_ulps)},
           {"worst_index", worst_index},

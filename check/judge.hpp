@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "check/tolerance.hpp"
 #include "core/digest.hpp"
 #include "core/registry.hpp"
 #include "core/tensor.hpp"
@@ -28,7 +29,12 @@ struct TensorVerdict {
   /// Mean signed and mean absolute error in output ulps (at the reference), over the
   /// elements where both are finite: a bias shows as |bias_ulps| near mean_abs_ulps.
   double bias_ulps = 0, mean_abs_ulps = 0;
-  double p99_ratio = 0;  // upper edge of its histogram bin (within 1.1%), capped at max_ratio
+  // Quantiles over the elements: upper edges of their histogram bins (within 1.1%), capped
+  // at the maximum.
+  double p50_ratio = 0, p99_ratio = 0, p50_ulps = 0, p99_ulps = 0;
+  /// Points (|v|, |out - v|) bounding every element with finite output and reference, for
+  /// recommended (atol, rtol) pairs (check/tolerance.hpp).
+  std::vector<TolPoint> tol_points;
   int64_t worst_index = -1, first_fail_index = -1;
   std::vector<int64_t> worst_coords;
   // The bound at the worst element, split into its terms.

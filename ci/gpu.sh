@@ -1,32 +1,78 @@
 #!/usr/bin/env bash
-# What a GPU machine runs, from self-contained binaries in $DIST (built elsewhere with the
-# `release` preset and ci/dist.sh): the CUDA tests, the math calibration, the
-# launch-validation check and the standard suite. Everything lands in $OUT.
+# What a GPU runner runs, one job per GPU type (see README "GPU CI"):
+#   1. build (ci/build.sh, cuda preset) unless DIST names self-contained binaries built
+#      elsewhere with ci/dist.sh;
+#   2. the CUDA tests, the math calibration and the launch-validation check;
+#   3. the standard suite (SUITE, default suites/standard.json; SHARD=i/N for a slice);
+#   4. the RMSNorm dW drift analysis with a forecast for a 108-SM GPU (DRIFT=0 skips it);
+#   5. the tolerance report (report.html, report.json, junit.xml) of 3 and 4;
+#   6. the gate against the committed baseline of this GPU type,
+#      reports/gpus/<gpu-slug>/baseline.jsonl.gz (GATE=0 skips it; none committed: a
+#      visible skip).
+# Everything lands in $OUT. Exit 0 only when the tests, the suite and the gate pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DIST=${DIST:-.dist}
 OUT=${OUT:-out/gpu}
 SUITE=${SUITE:-suites/standard.json}
 mkdir -p "$OUT"
+if [ -z "${DIST:-}" ]; then
+  preset=$(KVERIFY_PRESET=cuda ci/build.sh | tail -n 1) || { echo "gpu.sh: build failed"; exit 1; }
+  DIST=$OUT/bin
+  mkdir -p "$DIST"
+  cp "build/$preset/kverify" "build/$preset/tests/kv_tests" "$DIST/"
+fi
+status=0
+step() { echo "== $*"; }
+
 nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv > "$OUT/machine.txt" 2>&1
 nproc >> "$OUT/machine.txt"
-"$DIST/kv_tests" --gtest_filter='Cuda.*' > "$OUT/cuda-tests.log" 2>&1
-echo "cuda tests exit $?" >> "$OUT/cuda-tests.log"
-"$DIST/kverify" calibrate-math --out "$OUT/calibration.json" > /dev/null 2>> "$OUT/cuda-tests.log"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+slug=$(echo "$gpu" | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g')
+step "GPU: ${gpu:-none} (slug ${slug:-none})"
+
+step "CUDA tests"
+"$DIST/kv_tests" --gtest_filter='Cuda.*' > "$OUT/cuda-tests.log" 2>&1 || status=1
+tail -n 3 "$OUT/cuda-tests.log"
+"$DIST/kverify" calibrate-math --out "$OUT/calibration.json" > /dev/null 2>> "$OUT/cuda-tests.log" || status=1
 {
   echo "\$ kverify run --device cuda --device-profile warp_size=64 --op rms_norm.fwd --config num_warps=32"
-  "$DIST/kverify" run --device cuda --device-profile warp_size=64 --op rms_norm.fwd --config num_warps=32 --out /tmp/kv-w64
-  echo "exit code $?"
+  "$DIST/kverify" run --device cuda --device-profile warp_size=64 --op rms_norm.fwd --config num_warps=32 --out "$OUT/w64"
+  echo "exit code $? (2 expected: the config is rejected before launch)"
 } >> "$OUT/cuda-tests.log" 2>&1
+
+step "suite $SUITE ${SHARD:+shard $SHARD}"
 start=$SECONDS
 timeout "${SUITE_TIMEOUT:-100000}" "$DIST/kverify" run --device cuda --suite "$SUITE" ${SHARD:+--shard $SHARD} --quiet \
   --out "$OUT/suite" > "$OUT/suite.log" 2>&1
 code=$?
+[ $code -eq 0 ] || status=1
 echo "suite $SUITE shard ${SHARD:-all} exit $code wall_s $((SECONDS - start))" >> "$OUT/suite.log"
-# dW determinism: every strategy twice (run to run), then under a 108-SM device profile.
-if [ -n "${REPEAT_SUITE:-}" ]; then
-  for profile in "" "" "sm_count=108"; do
-    "$DIST/kverify" run --device cuda ${profile:+--device-profile $profile} --suite "$REPEAT_SUITE" --quiet \
-      --out "$OUT/repeat" >> "$OUT/suite.log" 2>&1
-  done
+tail -n 4 "$OUT/suite.log"
+
+drift_args=()
+if [ "${DRIFT:-1}" != 0 ]; then
+  step "drift: rms_norm.bwd dW strategies, 3 runs each and under sm_count=108"
+  "$DIST/kverify" drift --device cuda --op rms_norm.bwd --impl cuda --dtype x:bf16,w:fp32 --shape 8192x2048 \
+    --repeat 3 --forecast sm_count=108 --out "$OUT/drift" > "$OUT/drift.log" 2>&1 || status=1
+  tail -n 2 "$OUT/drift.log"
+  [ -f "$OUT/drift/drift.json" ] && drift_args=(--drift "$OUT/drift/drift.json")
 fi
+
+step "report"
+"$DIST/kverify" report --results "$OUT/suite/results.jsonl" "${drift_args[@]}" --title "kverify standard suite on $gpu" \
+  --out "$OUT/report" || status=1
+
+baseline="reports/gpus/$slug/baseline.jsonl.gz"
+if [ "${GATE:-1}" = 0 ]; then
+  step "gate: skipped (GATE=0)"
+elif [ ! -f "$baseline" ]; then
+  step "gate: SKIPPED, no baseline committed for this GPU type ($baseline)"
+else
+  step "gate against $baseline"
+  gunzip -c "$baseline" > "$OUT/baseline.jsonl"
+  "$DIST/kverify" gate --baseline "$OUT/baseline.jsonl" --results "$OUT/suite/results.jsonl" > "$OUT/gate.log" 2>&1 || status=1
+  tail -n 1 "$OUT/gate.log"
+  rm -f "$OUT/baseline.jsonl"
+fi
+echo "gpu.sh: exit $status"
+exit $status

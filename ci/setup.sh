@@ -5,7 +5,9 @@ set -euo pipefail
 PKGS=(cmake ninja-build g++ ccache pkg-config
       libmpfr-dev libgmp-dev libmpfi-dev libqd-dev libeigen3-dev libboost-dev
       libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-      libxxhash-dev libtbb-dev librandom123-dev qemu-user python3)
+      libxxhash-dev libtbb-dev librandom123-dev qemu-user python3 libjs-chart.js)
+# The tests also open the HTML report in a real browser (tests/reports/report_in_browser.py).
+[ "${1:-}" = "--with-browser" ] && PKGS+=(chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

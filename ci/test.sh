@@ -4,6 +4,7 @@
 # KVERIFY_TEST_LEVEL=full raises the RapidCheck case count (nightly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ci/setup.sh --with-browser
 preset=$(ci/build.sh | tail -n 1)
 if [ "${KVERIFY_TEST_LEVEL:-fast}" = "full" ]; then export RC_PARAMS="max_success=1000"; fi
 code=0

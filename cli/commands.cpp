@@ -15,6 +15,7 @@
 #include "cli/common.hpp"
 #include "cli/drift.hpp"
 #include "cli/fuzz.hpp"
+#include "cli/report.hpp"
 #include "cli/suite.hpp"
 #include "cli/supervisor.hpp"
 #include "core/error.hpp"
@@ -200,11 +201,14 @@ int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, b
       std::cout << "[" << i << "/" << cases.size() << "] " << brief(j) << "\n" << std::flush;
   }
   std::string html = (std::filesystem::path(c.out) / "summary.html").string();
-  write_summary_html(html, read_results(results, env.run_id), env.run_id);
+  const auto lines = read_results(results, env.run_id);
+  write_summary_html(html, lines, env.run_id);
+  const std::string report = write_report_files(c.out, lines, {}, 2.0,
+                                                "kverify run " + env.run_id + " on " + env.device.name, {results});
   std::cout << "run " << env.run_id << ": " << cases.size() << " cases";
   for (auto& [k, v] : counts) std::cout << ", " << v << " " << k;
   if (!c.sanitize.tools.empty()) std::cout << ", " << sanitizer_found << " sanitizer errors";
-  std::cout << "\nresults: " << results << "\nsummary: " << html << "\n";
+  std::cout << "\nresults: " << results << "\nsummary: " << html << "\nreport: " << report << " (with report.json, junit.xml)\n";
   // A plugin or worker that could not be used fails the run even if none of its cases ran.
   return (counts["fail"] + counts["error"]) > 0 || sanitizer_found > 0 || !ext.failures().empty() ? 1 : 0;
 }
@@ -346,6 +350,10 @@ int kverify_main(int argc, char** argv) {
   auto* driftc = add_drift_command(app, dr);
   MergeCommand mg;
   auto* mergec = add_merge_command(app, mg);
+  ReportCommand rp;
+  auto* reportc = add_report_command(app, rp);
+  CompareCommand cp;
+  auto* comparec = add_compare_command(app, cp);
 
   Common wc;
   std::string worker_run_id;
@@ -436,6 +444,8 @@ int kverify_main(int argc, char** argv) {
     if (*fuzzc) return run_fuzz_command(fz);
     if (*driftc) return run_drift_command(dr);
     if (*mergec) return run_merge_command(mg);
+    if (*reportc) return run_report_command(rp);
+    if (*comparec) return run_compare_command(cp);
     if (*replay) {
       check_sanitize_tools(pc.sanitize.tools);
       RunEnv env = make_env(pc);

@@ -5,25 +5,13 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "reports/html.hpp"
 
 namespace kv {
 
 namespace {
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+using html::esc;
 
 std::string str(const nlohmann::json& j) {
   if (j.is_string()) return j.get<std::string>();
