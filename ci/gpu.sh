@@ -4,7 +4,8 @@
 #      elsewhere with ci/dist.sh;
 #   2. the CUDA tests, the math calibration and the launch-validation check;
 #   3. the standard suite (SUITE, default suites/standard.json; SHARD=i/N for a slice);
-#   4. the RMSNorm dW drift analysis with a forecast for a 108-SM GPU (DRIFT=0 skips it);
+#   4. drift analyses of the CUDA impls (DRIFT_SPECS) with a forecast for a 108-SM GPU
+#      (DRIFT=0 skips them);
 #   5. the tolerance report (report.html, report.json, junit.xml) of 3 and 4;
 #   6. the gate against the committed baseline of this GPU type,
 #      reports/gpus/<gpu-slug>/baseline.jsonl.gz (GATE=0 skips it; none committed: a
@@ -49,13 +50,28 @@ code=$?
 echo "suite $SUITE shard ${SHARD:-all} exit $code wall_s $((SECONDS - start))" >> "$OUT/suite.log"
 tail -n 4 "$OUT/suite.log"
 
+# Drift: every CUDA impl on one input across its configs, run to run, and under a 108-SM
+# profile (the forecast). DRIFT_SPECS: "op shape dtype repeats" per line.
+DRIFT_SPECS=${DRIFT_SPECS:-"rms_norm.bwd 8192x2048 x:bf16,w:fp32 3
+rms_norm.fwd 4096x2048 bf16 2
+layer_norm.bwd 4096x2048 bf16 3
+layer_norm.fwd 4096x2048 bf16 2
+softmax.fwd 4096x2048 bf16 2
+softmax.bwd 4096x2048 bf16 2
+swiglu.fwd 4096x2048 bf16 2
+swiglu.bwd 4096x2048 bf16 2
+geglu.fwd 4096x2048 bf16 2
+geglu.bwd 4096x2048 bf16 2"}
 drift_args=()
 if [ "${DRIFT:-1}" != 0 ]; then
-  step "drift: rms_norm.bwd dW strategies, 3 runs each and under sm_count=108"
-  "$DIST/kverify" drift --device cuda --op rms_norm.bwd --impl cuda --dtype x:bf16,w:fp32 --shape 8192x2048 \
-    --repeat 3 --forecast sm_count=108 --out "$OUT/drift" > "$OUT/drift.log" 2>&1 || status=1
-  tail -n 2 "$OUT/drift.log"
-  [ -f "$OUT/drift/drift.json" ] && drift_args=(--drift "$OUT/drift/drift.json")
+  while read -r op shape dtype rep; do
+    [ -n "$op" ] || continue
+    step "drift: $op cuda $shape $dtype, $rep runs per config and under sm_count=108"
+    "$DIST/kverify" drift --device cuda --op "$op" --impl cuda --dtype "$dtype" --shape "$shape" --repeat "$rep" \
+      --forecast sm_count=108 --out "$OUT/drift/$op" > "$OUT/drift/$op.log" 2>&1 || status=1
+    tail -n 1 "$OUT/drift/$op.log"
+    [ -f "$OUT/drift/$op/drift.json" ] && drift_args+=(--drift "$OUT/drift/$op/drift.json")
+  done < <(mkdir -p "$OUT/drift"; echo "$DRIFT_SPECS")
 fi
 
 step "report"

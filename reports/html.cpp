@@ -34,7 +34,7 @@ std::string num(double v, int digits) {
 std::string num(const nlohmann::json& v, int digits) {
   if (v.is_number()) return num(v.get<double>(), digits);
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_null()) return "";
+  if (v.is_null()) return "—";
   return v.dump();
 }
 

@@ -9,7 +9,7 @@ namespace kv::html {
 /// Text escaped for HTML element content and attribute values.
 std::string esc(const std::string& s);
 /// A JSON value as short text: strings as they are, numbers with up to `digits`
-/// significant digits, null as "", "inf"/"nan" strings kept.
+/// significant digits, null (not recorded) as "—", "inf"/"nan" strings kept.
 std::string num(const nlohmann::json& v, int digits = 3);
 std::string num(double v, int digits = 3);
 /// <!doctype html> up to <body>: a title, the shared stylesheet and, when `charts`,

@@ -100,7 +100,8 @@ json identity(const std::vector<json>& lines, const ReportOptions& opt) {
 
 struct OutAcc {
   int64_t elements = 0, unverifiable = 0, fail = 0, diff_rn = 0, cases = 0;
-  double p50_ulps = 0, p99_ulps = 0, max_ulps = 0, p50_ratio = 0, p99_ratio = 0, max_ratio = 0;
+  // -1: no case recorded it (result lines from before kverify wrote p50 and p99 ulps).
+  double p50_ulps = -1, p99_ulps = -1, max_ulps = -1, p50_ratio = -1, p99_ratio = -1, max_ratio = -1;
   double bias_weighted = 0;  // sum of bias_ulps x elements
   void add(const json& o) {
     const int64_t n = o.value("n", int64_t(0));
@@ -113,10 +114,11 @@ struct OutAcc {
   }
   json to_json() const {
     const double e = static_cast<double>(std::max<int64_t>(elements, 1));
+    auto q = [](double x) { return x < 0 ? json() : jnum(x); };
     return {{"cases", cases}, {"elements", elements}, {"n_fail", fail},
             {"unverifiable_share", static_cast<double>(unverifiable) / e}, {"diff_rn_share", static_cast<double>(diff_rn) / e},
-            {"ulps", {{"p50", jnum(p50_ulps)}, {"p99", jnum(p99_ulps)}, {"max", jnum(max_ulps)}}},
-            {"ratio", {{"p50", jnum(p50_ratio)}, {"p99", jnum(p99_ratio)}, {"max", jnum(max_ratio)}}},
+            {"ulps", {{"p50", q(p50_ulps)}, {"p99", q(p99_ulps)}, {"max", q(max_ulps)}}},
+            {"ratio", {{"p50", q(p50_ratio)}, {"p99", q(p99_ratio)}, {"max", q(max_ratio)}}},
             {"bias_ulps", bias_weighted / e}};
   }
 };
@@ -237,6 +239,30 @@ json reduction_of(const std::vector<json>& lines) {
   return by_op;
 }
 
+/// Per drift analysis and output: which configs' bits change under the forecast profile
+/// (deterministic ones: a prediction for a GPU of that profile), which keep them, and which
+/// change run to run already.
+json forecast_of(const std::vector<json>& drifts) {
+  json out = json::array();
+  for (auto& d : drifts) {
+    const std::string fp = d.value("forecast_profile", "");
+    if (fp.empty() || !d.contains("outputs")) continue;
+    for (auto& [name, o] : d["outputs"].items()) {
+      json r = {{"op", d.value("op", "")}, {"impl", d.value("impl", "")}, {"output", name}, {"profile", fp},
+                {"changes", json::array()}, {"same", json::array()}, {"run_to_run", json::array()}};
+      for (auto& c : d["configs"]) {
+        const json rr = c.value("run_to_run", json::object()).value(name, json::object());
+        const json f = c.value("forecast", json::object()).value(name, json::object());
+        if (!rr.value("identical", true)) r["run_to_run"].push_back(c["config"]);
+        else if (f.value("changes", false)) r["changes"].push_back(c["config"]);
+        else r["same"].push_back(c["config"]);
+      }
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::pair<double, double> torch_default_tolerance(const std::string& dtype) {
@@ -276,6 +302,7 @@ json build_report(const std::vector<json>& lines, const std::vector<json>& drift
   r["tolerances"] = tolerances_of(lines, opt.safety);
   r["reduction"] = reduction_of(lines);
   r["drift"] = drifts;
+  r["forecast"] = forecast_of(drifts);
   r["failures"] = failures;
   r["digests"] = digests;
   return r;

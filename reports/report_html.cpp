@@ -189,6 +189,23 @@ void groups_section(std::ostringstream& o, const json& r, json& charts) {
 void drift_section(std::ostringstream& o, const json& r) {
   if (r["drift"].empty()) return;
   o << "<h2>Reduction-order drift</h2>";
+  if (!r["forecast"].empty()) {
+    o << "<h3>Forecast</h3><p class='note'>Each impl's configs run on this GPU under another device profile. A "
+         "deterministic config whose bits change there orders its reduction by that device fact: its bits are "
+         "<b>predicted</b> to differ on such a GPU. Configs that change run to run are listed apart.</p><table><tr>"
+         "<th>op</th><th>impl</th><th>output</th><th>profile</th><th>bits predicted to change</th><th>same bits</th>"
+         "<th>change run to run</th></tr>";
+    auto list = [](const json& a) {
+      std::string s;
+      for (auto& x : a) s += (s.empty() ? "" : ", ") + esc(x.get<std::string>());
+      return s.empty() ? std::string("—") : s;
+    };
+    for (auto& f : r["forecast"])
+      o << "<tr>" << td(esc(f["op"])) << td(esc(f["impl"])) << td(esc(f["output"])) << td("<code>" + esc(f["profile"]) + "</code>")
+        << td(list(f["changes"]), f["changes"].empty() ? "" : "changes") << td(list(f["same"]))
+        << td(list(f["run_to_run"]), f["run_to_run"].empty() ? "" : "changes") << "</tr>";
+    o << "</table>";
+  }
   for (auto& d : r["drift"]) {
     const std::string fp = d.value("forecast_profile", "");
     o << "<h3>" << esc(d.value("op", "")) << " · " << esc(d.value("impl", "")) << "</h3><p class='note'>Input: <code>"
