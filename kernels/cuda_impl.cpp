@@ -139,7 +139,7 @@ void CudaImpl::run(TensorSet& ts, const Case& c, const DeviceProfile& p) const {
 }
 
 std::vector<float> CudaImpl::time_launches(TensorSet& ts, const Case& c, const DeviceProfile& p, int warmup,
-                                           int reps) const {
+                                           int reps, size_t* free_after) const {
   Mirror m(ts);
   for (int i = 0; i < warmup; ++i) launch(m.d, c, p);
   std::vector<Event> ev(static_cast<size_t>(reps) + 1);
@@ -150,6 +150,10 @@ std::vector<float> CudaImpl::time_launches(TensorSet& ts, const Case& c, const D
     KV_CUDA(cudaEventRecord(ev[static_cast<size_t>(i) + 1].e, m.d.stream));
   }
   KV_CUDA(cudaStreamSynchronize(m.d.stream));
+  if (free_after) {
+    size_t total = 0;
+    KV_CUDA(cudaMemGetInfo(free_after, &total));
+  }
   std::vector<float> ms(static_cast<size_t>(reps));
   for (int i = 0; i < reps; ++i) KV_CUDA(cudaEventElapsedTime(&ms[static_cast<size_t>(i)], ev[i].e, ev[i + 1].e));
   m.copy_back();

@@ -33,8 +33,10 @@ class CudaImpl : public Impl {
   std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override;
   void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const final;
   /// For benchmarks: the buffers mirrored once, `warmup` launches, then `reps` launches
-  /// back to back, each between two CUDA events; the milliseconds of each.
-  std::vector<float> time_launches(TensorSet& ts, const Case& c, const DeviceProfile& p, int warmup, int reps) const;
+  /// back to back, each between two CUDA events; the milliseconds of each. `free_after`:
+  /// the device's free memory after the launches, before the buffers are released.
+  std::vector<float> time_launches(TensorSet& ts, const Case& c, const DeviceProfile& p, int warmup, int reps,
+                                   size_t* free_after = nullptr) const;
 
  protected:
   /// Threads per block the kernels are launched with under this config and profile.

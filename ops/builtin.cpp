@@ -10,6 +10,8 @@
 #include "ops/rope.hpp"
 #include "ops/rope_table.hpp"
 #ifdef KV_HAVE_CUDA
+#include "kernels/cross_entropy/cuda.hpp"
+#include "kernels/flce/cuda.hpp"
 #include "kernels/glu/cuda.hpp"
 #include "kernels/layer_norm/cuda.hpp"
 #include "kernels/rms_norm/cuda.hpp"
@@ -37,6 +39,8 @@ void register_builtin() {
   register_cuda_glu(r);
   register_cuda_softmax(r);
   register_cuda_layer_norm(r);
+  register_cuda_cross_entropy(r);
+  register_cuda_flce(r);
 #endif
 }
 

@@ -19,6 +19,7 @@ class FlceOp : public PolicyOp<FlceOp> {
   std::vector<AttrSpec> attrs() const override {
     auto a = ce_attrs(false);
     a.push_back({"bias", false, "false", {"false", "true"}});
+    a.push_back({"grad_rounding", false, "fp32", {"fp32", "x_dtype"}});
     return a;
   }
   void check(Case& c) const {
@@ -32,7 +33,7 @@ class FlceOp : public PolicyOp<FlceOp> {
     else r.push_back({"loss", 'f'});
     return r;
   }
-  static FlceGeom geom(const Case& c) { return {c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true"}; }
+  static FlceGeom geom(const Case& c) { return flce_geom(c); }
   std::vector<TensorSpec> tensors(const Case& c) const override {
     const FlceGeom g = geom(c);
     std::vector<int64_t> lshape = c.attr("reduction") == "none" ? std::vector<int64_t>{g.bt} : std::vector<int64_t>{1};
@@ -111,6 +112,7 @@ class FlceOp : public PolicyOp<FlceOp> {
           std::vector<T> grad(static_cast<size_t>(g.v)), dx(static_cast<size_t>(g.h));
           ce_row_grad(p, q, l.data(), nullptr, static_cast<int64_t>(target[r]), wbar,
                       ce_scale(p, q, in["dloss"], r, wsum, any), grad.data());
+          flce_round_grad(p, g, grad.data());
           flce_dx_row(p, g, grad.data(), w.data(), dx.data());
           for (int64_t k = 0; k < g.h; ++k) sink(0, r * g.h + k, dx[k]);
           for (int64_t v = 0; v < g.v; ++v) {
@@ -130,20 +132,28 @@ class FlceOp : public PolicyOp<FlceOp> {
 
 }  // namespace
 
+FlceGeom flce_geom(const Case& c) {
+  return {c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true", c.attr("grad_rounding") == "x_dtype",
+          c.dtypes.at("x")};
+}
+
 void register_flce_ops(Registry& r) {
   add_op_with_host_impl<FlceOp>(r);
 }
 
 void register_flce_faults(Registry& r) {
-  for (bool bwd : {false, true})
-    add_host_faults<FlceOp>(r, bwd, {true, true, bwd},  // fwd's loss is fp32
-                           
-                            {{"bias_ignored", [](Case& c, OpInputs& in) {
-                                if (in.has("bias"))
-                                  for (auto& v : in.mut("bias")) v = 0;
-                              }},
-                             {"ignore_index_ignored", [](Case& c, OpInputs&) { c.attrs["ignore_index"] = "-999999"; }},
-                             {"weight_to_bf16", tweak_round_input("weight", DType::bf16)}});
+  for (bool bwd : {false, true}) {
+    std::vector<std::pair<std::string, InputTweak>> faults = {
+        {"bias_ignored", [](Case& c, OpInputs& in) {
+           if (in.has("bias"))
+             for (auto& v : in.mut("bias")) v = 0;
+         }},
+        {"ignore_index_ignored", [](Case& c, OpInputs&) { c.attrs["ignore_index"] = "-999999"; }},
+        {"weight_to_bf16", tweak_round_input("weight", DType::bf16)}};
+    // The products take G unrounded where grad_rounding=x_dtype mandates x's dtype.
+    if (bwd) faults.push_back({"grad_not_rounded", [](Case& c, OpInputs&) { c.attrs["grad_rounding"] = "fp32"; }});
+    add_host_faults<FlceOp>(r, bwd, {true, true, bwd}, faults);  // fwd's loss is fp32
+  }
 }
 
 }  // namespace kv

@@ -23,6 +23,7 @@
 #include <map>
 
 #include "ops/ce_common.hpp"
+#include "ops/flce.hpp"
 #include "ops/flce_certify.hpp"
 #include "reference/dual_policy.hpp"
 #include "reference/flce.hpp"
@@ -188,7 +189,7 @@ class FlceFast {
  public:
   FlceFast(const Case& c, const OpInputs& in, const Contract& k, bool bwd)
       : in_(in), k_(k), bwd_(bwd), p_(&k), gemm_(gemm_table()) {
-    g_ = {c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true"};
+    g_ = flce_geom(c);
     q_ = ce_params(c, g_.v);
     x_ = in["x"].data();
     w_ = in["weight"].data();
@@ -339,6 +340,7 @@ class FlceFast {
         std::vector<Dual> g(static_cast<size_t>(v));
         ce_row_grad(p_, q_, l.data(), nullptr, static_cast<int64_t>(target[r]), wbar,
                     ce_scale(p_, q_, in_["dloss"], r, wsum, any), g.data());
+        flce_round_grad(p_, g_, g.data());
         // The contract's enclosure of g_v, recentred on the reference midpoint.
         bool u = false, zero = true;
         for (int64_t j = 0; j < v; ++j) {

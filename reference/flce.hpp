@@ -2,6 +2,10 @@
 // BT x V logits never exist whole; cross-entropy per row as in cross_entropy.hpp; with G
 // the logits' gradient, dx = G W (sum over V, axis "v"), dW = G^T x and db = sum of G's
 // rows (over rows, axis "rows"). The products x W^T sum over H (axis "h").
+// grad_rounding=x_dtype (a mandated rounding): G is rounded to x's dtype before dx, dW and
+// db use it, as PyTorch autograd (the logits and their gradient are bf16 tensors) and
+// Liger (the gradient written into the bf16 logits chunk) do, and as tensor-core products
+// of bf16/fp16 operands need; fp32 (the default) keeps G in the accumulator.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -13,7 +17,16 @@ namespace kv {
 struct FlceGeom {
   int64_t bt = 0, h = 0, v = 0;
   bool bias = false;
+  bool round_grad = false;  // grad_rounding=x_dtype
+  DType x = DType::f32;     // x's dtype
 };
+
+/// G as the products take it: each g_v rounded to x's dtype under grad_rounding=x_dtype.
+template <class P>
+void flce_round_grad(const P& p, const FlceGeom& g, typename P::T* grad) {
+  if (!g.round_grad) return;
+  for (int64_t v = 0; v < g.v; ++v) grad[v] = p.mand(grad[v], g.x);
+}
 
 /// One row of logits: acc(sum_h x_h W_vh) (+ b_v).
 template <class P>

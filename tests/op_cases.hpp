@@ -77,7 +77,8 @@ inline kv::Case gen_op_case(const std::string& op) {
     shape = {*gen::inRange<int64_t>(1, 60), 2 * *gen::inRange<int64_t>(1, 70)};
   } else if (base == "fused_linear_cross_entropy") {
     a = {{"reduction", *gen::element<std::string>("mean", "sum", "none")}, {"bias", *gen::element<std::string>("false", "true")},
-         {"label_smoothing", *gen::element<std::string>("0", "0.1")}, {"softcap", *gen::element<std::string>("0", "15")}};
+         {"label_smoothing", *gen::element<std::string>("0", "0.1")}, {"softcap", *gen::element<std::string>("0", "15")},
+         {"grad_rounding", *gen::element<std::string>("fp32", "x_dtype")}};
     shape = {*gen::inRange<int64_t>(1, 9), *gen::inRange<int64_t>(1, 40), *gen::inRange<int64_t>(1, 90)};
   } else if (base == "cross_entropy") {
     a = {{"reduction", *gen::element<std::string>("mean", "sum", "none")},

@@ -8,6 +8,7 @@
 #include "check/calibrate.hpp"
 #include "check/results.hpp"
 #include "core/cuda/cuda_device.hpp"
+#include "cuda/cuda_test_util.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "op_cases.hpp"
 #include "test_util.hpp"
@@ -15,24 +16,8 @@
 namespace {
 
 using kv::DType;
-
-bool no_gpu(std::string* why) { return kv::cuda_device_count(why) == 0; }
-
-#define REQUIRE_GPU()                                       \
-  do {                                                      \
-    std::string why_;                                       \
-    if (no_gpu(&why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
-  } while (0)
-
-nlohmann::json run_cuda(kv::Case c, const std::string& profile = "") {
-  kv::registry().normalize(c);
-  kv::RunEnv env;
-  env.device = kv::cuda_device(0);
-  env.device.profile.apply_overrides(profile);
-  env.run_id = "test";
-  kv::RefCache cache;
-  return kv::run_case(c.str(), env, cache);
-}
+using kvtest::expect_pass;
+using kvtest::run_cuda;
 
 /// The test binary beside this one when the build tree is not here (a GPU machine).
 std::string testbin() {
@@ -81,11 +66,6 @@ kv::Case row_case(const std::string& op, std::vector<int64_t> shape, const std::
   c.config["num_warps"] = nw;
   if (!dw.empty()) c.config["dw"] = dw;
   return c;
-}
-
-void expect_pass(const kv::Case& c, const std::string& profile = "") {
-  auto j = run_cuda(c, profile);
-  EXPECT_EQ(j["verdict"], "pass") << j["case"] << ": " << j["verdict"] << " " << j.value("reason", "");
 }
 
 }  // namespace

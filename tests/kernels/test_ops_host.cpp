@@ -48,7 +48,7 @@ std::vector<kv::Case> sensitivity_cases(const std::string& op) {
   std::vector<int64_t> shape = {4, 300};
   if (base == "cross_entropy" || base == "fused_linear_cross_entropy")
     a = {{"label_smoothing", "0.1"}, {"z_loss", "0.01"}, {"softcap", "3"}, {"reduction", "none"}};
-  if (base == "fused_linear_cross_entropy") a["bias"] = "true", shape = {16, 64, 100};
+  if (base == "fused_linear_cross_entropy") a["bias"] = "true", a["grad_rounding"] = "x_dtype", shape = {16, 64, 100};
   if (base == "cross_entropy") shape = {16, 300};
   if (base == "rope") shape = {2, 30, 2, 64};
   if (base == "rope_table") shape = {64, 64}, a = {{"pos_offset", "100"}};

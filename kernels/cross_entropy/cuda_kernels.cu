@@ -1,0 +1,413 @@
+// CUDA cross-entropy over given logits, forward and backward, as reference/cross_entropy.hpp
+// defines it, operation for operation (the _rn intrinsics keep nvcc from fusing what the
+// definition rounds separately): z = x (+ b), or s*tanh(x/s) under softcap; m = max z;
+// d = sum expf(z - m); lse = m + logf(d); then the loss or the gradient.
+//
+// A row of V logits is split into segments of block_v elements, one block each; the blocks
+// of a row form a thread-block cluster (sm_90+) and exchange their partial max and sums
+// through distributed shared memory: each block writes its partial into a slot, and after
+// the cluster barrier every thread folds the slots in rank order, so every block holds the
+// same bits. Inside a block, thread t takes 16-byte chunks t, t+T, ... of the segment and
+// sums serially, then block_reduce's tree (kernels/cuda_rows.cuh). Each block keeps its
+// segment in shared memory between the passes where it fits (fp32: z, or tanh(x/s) under
+// softcap), else reads it again. Rows past the grid are taken in a grid-stride loop.
+#include <cooperative_groups.h>
+
+#include "core/cuda/cuda_check.hpp"
+#include "kernels/cross_entropy/cuda_launch.hpp"
+#include "kernels/cuda_rows.cuh"
+
+namespace kv::cecuda {
+
+using namespace kv::rowcuda;
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+__device__ __forceinline__ unsigned cta_rank(int ctas) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (ctas > 1) return cg::this_cluster().block_rank();
+#endif
+  return 0;
+}
+
+__device__ __forceinline__ void cluster_sync(int ctas) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (ctas > 1) cg::this_cluster().sync();
+#endif
+}
+
+/// A block-reduced value folded over the cluster's blocks in rank order (the host launches
+/// ctas > 1 only where clusters exist). `slot` is this block's shared slot for it.
+template <class Op>
+__device__ __forceinline__ float cluster_fold(float v, float* slot, int ctas) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (ctas > 1) {
+    cg::cluster_group cl = cg::this_cluster();
+    if (threadIdx.x == 0) *slot = v;
+    cl.sync();
+    float r = *cl.map_shared_rank(slot, 0);
+    for (int k = 1; k < ctas; ++k) r = Op()(r, *cl.map_shared_rank(slot, k));
+    return r;
+  }
+#endif
+  return v;
+}
+
+/// n values rounded to Y at element j0 of row `row` (vector stores where m.vec and the
+/// chunk is whole: 16 or 8 bytes).
+template <typename Y, int N>
+__device__ __forceinline__ void store_n(const Mat& m, int64_t row, int64_t j0, int cnt, const float (&v)[N]) {
+  Y* p = static_cast<Y*>(m.base) + row * m.rs + j0 * m.cs;
+  if (m.vec && cnt == N) {
+    if constexpr (sizeof(Y) == 4) {
+      static_assert(N == 4, "fp32 chunks are 4 values");
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+      return;
+    } else if constexpr (N == 8) {
+      *reinterpret_cast<uint4*>(p) = make_uint4(pack2<Y>(v[0], v[1]), pack2<Y>(v[2], v[3]), pack2<Y>(v[4], v[5]),
+                                                pack2<Y>(v[6], v[7]));
+      return;
+    } else {
+      static_assert(N == 4, "16-bit values go in chunks of 8, or of 4 after fp32 logits");
+      *reinterpret_cast<uint2*>(p) = make_uint2(pack2<Y>(v[0], v[1]), pack2<Y>(v[2], v[3]));
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (i < cnt) p[i * m.cs] = cvt<Y>(v[i]);
+}
+
+/// One block's segment of a row: chunks of VX elements from element s0.
+template <int VX>
+struct Segment {
+  int64_t s0;
+  int64_t len;
+  int nch;
+  __device__ __forceinline__ Segment(unsigned rank, int64_t block_v, int64_t v) {
+    s0 = static_cast<int64_t>(rank) * block_v;
+    len = v - s0 < block_v ? v - s0 : block_v;
+    nch = static_cast<int>((len + VX - 1) / VX);
+  }
+  __device__ __forceinline__ int64_t j0(int lc) const { return s0 + static_cast<int64_t>(lc) * VX; }
+  __device__ __forceinline__ int cnt(int lc) const {
+    const int64_t left = len - static_cast<int64_t>(lc) * VX;
+    return left < VX ? static_cast<int>(left) : VX;
+  }
+};
+
+/// The per-element transform of the definition: b added, softcap's tanh. `c` is what the
+/// cache keeps (z, or tanh(x/s) under softcap); z follows from it.
+struct Transform {
+  Mat bias;
+  float S;
+  bool cap;
+  __device__ __forceinline__ float cached(float x, int64_t j) const {
+    if (bias.base) x = __fadd_rn(x, ld_any(bias.base, bias.dtype, j * bias.cs));
+    return cap ? tanhf(__fdiv_rn(x, S)) : x;
+  }
+  __device__ __forceinline__ float z(float c) const { return cap ? __fmul_rn(S, c) : c; }
+};
+
+/// The cached values of chunk lc of row r (from shared memory, or read again).
+template <typename X, int VX>
+__device__ __forceinline__ void get_chunk(const RowArgs& a, const Transform& tf, const Segment<VX>& sg, int64_t r,
+                                          int lc, const float4* cache, float (&c)[VX]) {
+  if (a.cache_bytes > 0) {
+    cache_get<VX>(cache, sg.nch, 0, lc, c);
+    return;
+  }
+  const int cnt = sg.cnt(lc);
+  const int64_t j0 = sg.j0(lc);
+  load_chunk<X>(a.x, r, j0, cnt, c);
+  for_elems<VX>(cnt, [&](int i) { c[i] = tf.cached(c[i], j0 + i); });
+}
+
+/// Pass 1: the segment's chunks read (four in flight per thread), transformed, cached; the
+/// block's max of z.
+template <typename X, int VX>
+__device__ __forceinline__ float load_max(const RowArgs& a, const Transform& tf, const Segment<VX>& sg, int64_t r,
+                                          float4* cache) {
+  constexpr int U = 4;
+  float m = -INFINITY;
+  const int T = blockDim.x;
+  for (int lc0 = threadIdx.x; lc0 < sg.nch; lc0 += T * U) {
+    uint4 raw[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int lc = lc0 + u * T;
+      if (lc < sg.nch) raw[u] = load_raw<X>(a.x, r, sg.j0(lc), sg.cnt(lc));
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int lc = lc0 + u * T;
+      if (lc >= sg.nch) break;
+      const int cnt = sg.cnt(lc);
+      const int64_t j0 = sg.j0(lc);
+      float c[VX];
+      unpack_all<X>(raw[u], c);
+      for_elems<VX>(cnt, [&](int i) {
+        c[i] = tf.cached(c[i], j0 + i);
+        m = fmaxf(m, tf.z(c[i]));
+      });
+      if (a.cache_bytes > 0) cache_put<VX>(cache, sg.nch, 0, lc, c);
+    }
+  }
+  return m;
+}
+
+template <typename X, typename Y, bool BWD>
+__global__ void __launch_bounds__(1024) row_kernel_t(RowArgs a) {
+  constexpr int VX = kV<X>;
+  __shared__ float red[32];
+  __shared__ float slots[2][3];  // cluster partials (max, sum, smoothing sum) by row parity
+  float4* cache = dyn_smem();
+  const Params& q = a.q;
+  const int C = a.ctas;
+  const unsigned rank = cta_rank(C);
+  const Segment<VX> sg(rank, a.block_v, q.v);
+  const Transform tf{a.bias, q.softcap, q.softcap > 0.0f};
+  const float V = static_cast<float>(q.v);  // exact: the host takes V < 2^24
+  const int64_t nclus = gridDim.x / C;
+  int par = 0;
+  for (int64_t r = blockIdx.x / C; r < a.rows; r += nclus) {
+    const int64_t gr = a.row0 + r;
+    const int64_t t = a.target[gr * a.target_stride];
+    if (t == q.ignore_index) {  // loss 0, gradient 0
+      if constexpr (BWD) {
+        const float zero[VX] = {};
+        for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) store_n<Y, VX>(a.g, r, sg.j0(lc), sg.cnt(lc), zero);
+      } else if (rank == 0 && threadIdx.x == 0) {
+        if (a.row_loss) a.row_loss[gr] = 0.0f;
+        else st_any(a.loss.base, a.loss.dtype, gr * a.loss.rs, 0.0f);
+      }
+      continue;
+    }
+    const bool bad = t < 0 || t >= q.v;  // not a class: NaN, never a plausible value
+    float zt = 0.0f;
+    if (!BWD && !bad) {  // read before anything of the row is written
+      float c[VX];
+      load_chunk<X>(a.x, r, t, 1, c);
+      zt = tf.z(tf.cached(c[0], t));
+    }
+    float m[1] = {load_max<X, VX>(a, tf, sg, r, cache)};
+    block_reduce<MaxOp, 1>(m, red);
+    const float mx = cluster_fold<MaxOp>(m[0], &slots[par][0], C);
+    // The backward keeps exp(z - m) in the cache where it needs nothing else of z there.
+    const bool keep_e = BWD && a.cache_bytes > 0 && !tf.cap;
+    float d[1] = {0.0f};
+    for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
+      float c[VX];
+      get_chunk<X, VX>(a, tf, sg, r, lc, cache, c);
+      for_elems<VX>(sg.cnt(lc), [&](int i) {
+        c[i] = expf(__fsub_rn(tf.z(c[i]), mx));
+        d[0] += c[i];
+      });
+      if (keep_e) cache_put<VX>(cache, sg.nch, 0, lc, c);
+    }
+    block_sum<1>(d, red);
+    const float den = cluster_fold<SumOp>(d[0], &slots[par][1], C);
+    const float lse = __fadd_rn(mx, logf(den));
+    const float wt = q.weighted && !bad ? ld_any(a.weight.base, a.weight.dtype, t * a.weight.cs) : 1.0f;
+    if constexpr (!BWD) {
+      float loss = __fsub_rn(lse, zt);
+      if (q.weighted) loss = __fmul_rn(wt, loss);
+      if (q.ls > 0.0f) {
+        float s[1] = {0.0f};
+        for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
+          float c[VX];
+          get_chunk<X, VX>(a, tf, sg, r, lc, cache, c);
+          const int64_t j0 = sg.j0(lc);
+          for_elems<VX>(sg.cnt(lc), [&](int i) {
+            const float dj = __fsub_rn(lse, tf.z(c[i]));
+            s[0] += q.weighted ? __fmul_rn(ld_any(a.weight.base, a.weight.dtype, (j0 + i) * a.weight.cs), dj) : dj;
+          });
+        }
+        block_sum<1>(s, red);
+        const float smooth = __fdiv_rn(cluster_fold<SumOp>(s[0], &slots[par][2], C), V);
+        loss = __fadd_rn(__fmul_rn(__fsub_rn(1.0f, q.ls), loss), __fmul_rn(q.ls, smooth));
+      }
+      if (q.zl > 0.0f) loss = __fadd_rn(loss, __fmul_rn(q.zl, __fmul_rn(lse, lse)));
+      if (bad) loss = NAN;
+      if (rank == 0 && threadIdx.x == 0) {
+        if (a.row_loss) a.row_loss[gr] = loss;
+        else st_any(a.loss.base, a.loss.dtype, gr * a.loss.rs, loss);
+      }
+    } else {
+      const float dl = ld_any(a.dloss.base, a.dloss.dtype, q.reduction == 0 ? gr * a.dloss.rs : 0);
+      float scale = q.reduction != 1 ? dl : (a.stats[1] > 0.0f ? __fdiv_rn(dl, a.stats[0]) : 0.0f);
+      if (bad) scale = NAN;
+      const float one_ls = __fsub_rn(1.0f, q.ls), inv_v = __fdiv_rn(1.0f, V);
+      const float zlse2 = __fmul_rn(__fmul_rn(2.0f, q.zl), lse), wbar = q.weighted && q.ls > 0.0f ? a.stats[2] : 1.0f;
+      for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
+        float c[VX];
+        get_chunk<X, VX>(a, tf, sg, r, lc, cache, c);
+        const int64_t j0 = sg.j0(lc);
+        const int cnt = sg.cnt(lc);
+        const int it = t >= j0 && t < j0 + VX ? static_cast<int>(t - j0) : -1;  // the target's place in the chunk
+        float g[VX];
+#pragma unroll
+        for (int i = 0; i < VX; ++i) {
+          const float pj = __fdiv_rn(keep_e ? c[i] : expf(__fsub_rn(tf.z(c[i]), mx)), den);
+          float gj = i == it ? __fsub_rn(pj, 1.0f) : pj;  // the definition's p_t - 1, as it rounds
+          if (q.weighted) gj = __fmul_rn(wt, gj);
+          if (q.ls > 0.0f) {
+            float sm;
+            if (q.weighted && i < cnt)
+              sm = __fsub_rn(__fmul_rn(pj, wbar), __fdiv_rn(ld_any(a.weight.base, a.weight.dtype, (j0 + i) * a.weight.cs), V));
+            else
+              sm = __fsub_rn(pj, inv_v);
+            gj = __fadd_rn(__fmul_rn(one_ls, gj), __fmul_rn(q.ls, sm));
+          }
+          if (q.zl > 0.0f) gj = __fadd_rn(gj, __fmul_rn(zlse2, pj));
+          if (tf.cap) gj = __fmul_rn(gj, __fsub_rn(1.0f, __fmul_rn(c[i], c[i])));
+          g[i] = __fmul_rn(gj, scale);
+        }
+        store_n<Y, VX>(a.g, r, j0, cnt, g);
+      }
+    }
+    par ^= 1;
+  }
+  cluster_sync(C);  // no block leaves while another may still read its slots
+}
+
+__global__ void __launch_bounds__(kRowsThreads) rows_reduce_kernel(RowsArgs a) {
+  __shared__ float red[64];
+  __shared__ unsigned long long valid;
+  if (threadIdx.x == 0) valid = 0;
+  float v[2] = {0.0f, 0.0f};  // loss total, weight sum
+  unsigned long long n = 0;
+  for (int64_t r = threadIdx.x; r < a.rows; r += blockDim.x) {
+    if (a.row_loss) v[0] += a.row_loss[r];
+    const int64_t t = a.target[r * a.target_stride];
+    if (t == a.q.ignore_index) continue;
+    ++n;
+    if (!a.q.weighted) v[1] += 1.0f;
+    else v[1] += t >= 0 && t < a.q.v ? ld_any(a.weight.base, a.weight.dtype, t * a.weight.cs) : NAN;
+  }
+  __syncthreads();
+  if (n) atomicAdd(&valid, n);
+  block_sum<2>(v, red);  // its barriers order the atomics before the read below
+  if (threadIdx.x != 0) return;
+  a.stats[0] = v[1];
+  a.stats[1] = valid > 0 ? 1.0f : 0.0f;
+  if (!a.row_loss) return;
+  const float out = a.q.reduction == 2 ? v[0] : (valid > 0 ? __fdiv_rn(v[0], v[1]) : 0.0f);
+  st_any(a.loss.base, a.loss.dtype, 0, out);
+}
+
+__global__ void __launch_bounds__(1024) wbar_kernel_t(WbarArgs a) {
+  __shared__ float red[32];
+  float total = 0.0f;
+  for (int k = 0; k < a.ctas; ++k) {
+    const int64_t s0 = k * a.block_v, len = a.v - s0 < a.block_v ? a.v - s0 : a.block_v;
+    const int64_t nch = (len + a.chunk - 1) / a.chunk;
+    float s[1] = {0.0f};
+    for (int64_t lc = threadIdx.x; lc < nch; lc += blockDim.x)
+      for (int64_t j = lc * a.chunk; j < len && j < (lc + 1) * a.chunk; ++j)
+        s[0] += ld_any(a.weight.base, a.weight.dtype, (s0 + j) * a.weight.cs);
+    block_sum<1>(s, red);
+    total = k == 0 ? s[0] : total + s[0];
+  }
+  if (threadIdx.x == 0) a.stats[2] = __fdiv_rn(total, static_cast<float>(a.v));
+}
+
+template <typename X, typename Y, bool BWD>
+const void* fn() {
+  return reinterpret_cast<const void*>(&row_kernel_t<X, Y, BWD>);
+}
+
+/// f.template operator()<X, Y, BWD>() for the built combination.
+template <class F>
+void dispatch(DType x, DType g, bool bwd, F&& f) {
+  if (!row_kernel_built(x, g, bwd)) throw HarnessError("cross-entropy kernel not built for these dtypes");
+  if (!bwd) {
+    if (x == DType::f32) return f.template operator()<float, float, false>();
+    if (x == DType::f16) return f.template operator()<__half, __half, false>();
+    return f.template operator()<__nv_bfloat16, __nv_bfloat16, false>();
+  }
+  if (x == DType::f32) {
+    if (g == DType::f16) return f.template operator()<float, __half, true>();
+    if (g == DType::bf16) return f.template operator()<float, __nv_bfloat16, true>();
+    return f.template operator()<float, float, true>();
+  }
+  if (x == DType::f16) return f.template operator()<__half, __half, true>();
+  return f.template operator()<__nv_bfloat16, __nv_bfloat16, true>();
+}
+
+cudaLaunchConfig_t launch_config(const RowArgs& a, cudaStream_t s, cudaLaunchAttribute* attr) {
+  const int64_t max_clusters = 2147483647 / a.ctas;
+  const int64_t clusters = a.rows < max_clusters ? a.rows : max_clusters;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * a.ctas));
+  cfg.blockDim = dim3(static_cast<unsigned>(a.threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(a.cache_bytes);
+  cfg.stream = s;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = static_cast<unsigned>(a.ctas);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = a.ctas > 1 ? 1 : 0;
+  return cfg;
+}
+
+}  // namespace
+
+bool row_kernel_built(DType x, DType g, bool bwd) {
+  if (x == DType::i32 || g == DType::i32) return false;
+  return !bwd || g == x || x == DType::f32;
+}
+
+const void* row_kernel(DType x, DType g, bool bwd) {
+  const void* p = nullptr;
+  dispatch(x, g, bwd, [&]<typename X, typename Y, bool B>() { p = fn<X, Y, B>(); });
+  return p;
+}
+
+const void* rows_kernel() { return reinterpret_cast<const void*>(&rows_reduce_kernel); }
+const void* wbar_kernel() { return reinterpret_cast<const void*>(&wbar_kernel_t); }
+
+int max_active_clusters(DType x, DType g, bool bwd, int ctas, int threads, int64_t cache_bytes) {
+  int n = 0;
+  dispatch(x, g, bwd, [&]<typename X, typename Y, bool B>() {
+    KV_CUDA(cudaFuncSetAttribute(row_kernel_t<X, Y, B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(cache_bytes)));
+    if (ctas == 1) {
+      KV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, row_kernel_t<X, Y, B>, threads,
+                                                            static_cast<size_t>(cache_bytes)));
+      return;
+    }
+    RowArgs a{};
+    a.ctas = ctas, a.threads = threads, a.cache_bytes = cache_bytes, a.rows = ctas;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = launch_config(a, nullptr, &attr);
+    KV_CUDA(cudaOccupancyMaxActiveClusters(&n, row_kernel_t<X, Y, B>, &cfg));
+  });
+  return n;
+}
+
+void launch_rows_reduce(const RowsArgs& a, cudaStream_t s) {
+  rows_reduce_kernel<<<1, kRowsThreads, 0, s>>>(a);
+  KV_CUDA_LAUNCHED();
+}
+
+void launch_wbar(const WbarArgs& a, cudaStream_t s) {
+  wbar_kernel_t<<<1, a.threads, 0, s>>>(a);
+  KV_CUDA_LAUNCHED();
+}
+
+void launch_rows(DType x, DType g, bool bwd, const RowArgs& a, cudaStream_t s) {
+  if (a.rows == 0) return;
+  dispatch(x, g, bwd, [&]<typename X, typename Y, bool B>() {
+    KV_CUDA(cudaFuncSetAttribute(row_kernel_t<X, Y, B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(a.cache_bytes)));
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = launch_config(a, s, &attr);
+    KV_CUDA(cudaLaunchKernelEx(&cfg, row_kernel_t<X, Y, B>, a));
+  });
+}
+
+}  // namespace kv::cecuda

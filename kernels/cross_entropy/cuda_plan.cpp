@@ -1,0 +1,82 @@
+// The row split of the CUDA cross-entropy kernels, its reduction shapes and launch checks.
+#include "kernels/cross_entropy/cuda_plan.hpp"
+
+#include <algorithm>
+
+#include "core/cuda/cuda_check.hpp"
+#include "kernels/cuda_row_impl.hpp"
+#include "kernels/rms_norm/contract.hpp"
+#include "ops/ce_common.hpp"
+
+namespace kv::cecuda {
+
+ConfigKnob block_v_knob() { return {"block_v", {"auto", "row", "2048", "4096", "8192", "16384", "32768"}}; }
+
+Plan plan(const Case& c, int64_t v, DType x, const DeviceProfile& p) {
+  Plan pl;
+  const std::string b = c.config_or("block_v", "auto");
+  v = std::max<int64_t>(v, 1);
+  if (b == "row") {
+    pl.block_v = v;
+  } else if (b == "auto") {
+    pl.block_v = 4096;
+    while (ceil_div(v, pl.block_v) > kMaxCtas) pl.block_v *= 2;
+  } else {
+    pl.block_v = std::stoll(b);
+  }
+  pl.ctas = static_cast<int>(std::min<int64_t>(ceil_div(v, pl.block_v), 1 << 30));
+  pl.threads = static_cast<int>(32 * c.config_int("num_warps", 8));
+  pl.chunk = rowcuda::chunk_elems(x);
+  // The largest segment, whole chunks of fp32; beside the kernel's static buffers (< 1 KiB).
+  const int64_t bytes = ceil_div(std::min(v, pl.block_v), pl.chunk) * pl.chunk * 4;
+  pl.cache_bytes = bytes + 1024 <= p.smem_per_block ? bytes : 0;
+  return pl;
+}
+
+ReductionShape row_shape(const Plan& pl, int64_t v) {
+  ReductionShape s = row_reduction(std::min(std::max<int64_t>(v, 1), pl.block_v), pl.threads, pl.chunk);
+  s.partials = pl.ctas - 1;
+  return s;
+}
+
+ReductionShape rows_shape(int64_t rows) { return row_reduction(rows, kRowsThreads, 1); }
+
+std::optional<std::string> plan_reason(const Plan& pl, int64_t v, DType x, DType g, bool bwd, bool device) {
+  if (v > (int64_t(1) << 24))
+    return "V = " + std::to_string(v) + " > 2^24 is not exact in fp32 (the kernels divide by it)";
+  if (!row_kernel_built(x, g, bwd))
+    return "no cross-entropy kernel for logits " + std::string(dtype_name(x)) + " and gradient " +
+           std::string(dtype_name(g)) + " (the gradient takes the logits' dtype)";
+  if (pl.ctas > kMaxCtas)
+    return "block_v = " + std::to_string(pl.block_v) + " splits a row of " + std::to_string(v) + " into " +
+           std::to_string(pl.ctas) + " blocks; a thread-block cluster holds at most " + std::to_string(kMaxCtas) +
+           " (use a larger block_v, auto or row)";
+  if (!device) return std::nullopt;
+  if (pl.ctas > 1) {
+    int dev = 0, cluster = 0;
+    KV_CUDA(cudaGetDevice(&dev));
+    KV_CUDA(cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev));
+    if (!cluster)
+      return "block_v = " + std::to_string(pl.block_v) + " splits each row over " + std::to_string(pl.ctas) +
+             " blocks of a thread-block cluster, which this GPU lacks (compute capability 9.0+); use block_v=row";
+  }
+  if (max_active_clusters(x, g, bwd, pl.ctas, pl.threads, pl.cache_bytes) < 1)
+    return "a cluster of " + std::to_string(pl.ctas) + " blocks of " + std::to_string(pl.threads) + " threads with " +
+           std::to_string(pl.cache_bytes) + " bytes of shared memory each does not fit this GPU";
+  return std::nullopt;
+}
+
+Params params(const Case& c, int64_t v) {
+  const CeParams q = ce_params(c, v);
+  Params p;
+  p.v = v;
+  p.ignore_index = q.ignore_index;
+  p.ls = static_cast<float>(round_to(DType::f32, q.ls));
+  p.zl = static_cast<float>(round_to(DType::f32, q.zl));
+  p.softcap = static_cast<float>(round_to(DType::f32, q.softcap));
+  p.reduction = q.reduction == CeReduction::none ? 0 : q.reduction == CeReduction::mean ? 1 : 2;
+  p.weighted = q.weighted;
+  return p;
+}
+
+}  // namespace kv::cecuda
