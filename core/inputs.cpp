@@ -6,13 +6,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 
 namespace kv {
 
 const std::vector<std::string>& known_dists() {
-  static const std::vector<std::string> d = {"normal", "uniform", "tiny", "large", "mean_shift", "wide", "big_mean"};
+  static const std::vector<std::string> d = {"normal",   "uniform",    "tiny",       "large",    "mean_shift",
+                                             "wide",     "big_mean",   "zeros",      "const_rows", "subnormal"};
   return d;
 }
 
@@ -35,7 +37,18 @@ double draw(const std::string& dist, uint64_t seed, const std::string& tensor, c
   if (dist == "mean_shift") return 4.0 + z;
   if (dist == "big_mean") return 256.0 + z * 0.125;  // a large mean over a small spread
   if (dist == "wide") return std::ldexp(z, static_cast<int>(w[2] % 25u) - 12);  // exact scaling
+  if (dist == "zeros") return 0.0;
   throw UsageError("unknown value distribution '" + dist + "'");
+}
+
+double draw_value(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor,
+                  std::vector<int64_t>& coords, double shift, double scale) {
+  if (dist == "subnormal") return min_normal(dt) * draw("uniform", seed, tensor, coords);
+  if (dist == "const_rows") {
+    if (!coords.empty()) coords.back() = 0;  // one value per row
+    return shift + scale * draw("normal", seed, tensor, coords);
+  }
+  return shift + scale * draw(dist, seed, tensor, coords);
 }
 
 void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double shift, double scale) {
@@ -47,7 +60,7 @@ void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double s
     std::vector<int64_t> coords;
     for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) {
       unravel(i, v.desc.shape, coords);
-      v.store(i, shift + scale * draw(dist, seed, v.desc.name, coords));
+      v.store(i, draw_value(dist, v.desc.dtype, seed, v.desc.name, coords, shift, scale));
     }
   });
 }

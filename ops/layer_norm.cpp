@@ -20,7 +20,10 @@ class LayerNormOp : public PolicyOp<LayerNormOp> {
   }
   void check(Case& c) const {
     if (c.shape.back() == 0) throw UsageError("layer_norm needs a positive hidden size N (the last dimension)");
-    if (c.attr_real("eps") < 0) throw UsageError("attribute eps must be >= 0");
+    // eps = 0 would put 0 * inf (IEEE's NaN) in a row of equal values; the references model
+    // no infinite intermediates, so kverify refuses such cases rather than guess.
+    if (!(c.attr_real("eps") > 0))
+      throw UsageError("attribute eps must be > 0 (with eps = 0 a row of equal values divides by zero)");
     DType stat = c.attr("stat_dtype") == "fp32" ? DType::f32 : c.dtypes.at("x");
     for (const char* s : {"mean", "rstd"}) c.dtypes[s] = stat;
   }

@@ -43,8 +43,10 @@ class RmsNormBinding : public OpBinding {
     check_shape_nonneg(c);
     if (c.shape.back() == 0) throw UsageError("rms_norm needs a positive hidden size N (the last dimension)");
     normalize_attrs(name(), attrs(), c);
-    for (const char* a : {"eps", "offset"})
-      if (c.attr_real(a) < 0) throw UsageError("attribute " + std::string(a) + " must be finite and >= 0");
+    if (c.attr_real("offset") < 0) throw UsageError("attribute offset must be finite and >= 0");
+    // eps = 0 would put 0 * inf (IEEE's NaN) in an all-zero row; see layer_norm.
+    if (!(c.attr_real("eps") > 0))
+      throw UsageError("attribute eps must be > 0 (with eps = 0 an all-zero row divides by zero)");
     check_dist(c, known_dists());
     RmsMode mode = parse_mode(c.attrs["mode"]);
     std::vector<std::string> names = bwd_ ? std::vector<std::string>{"dy", "x", "w", "rstd", "dx", "dw"}

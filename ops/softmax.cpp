@@ -42,7 +42,7 @@ class SoftmaxOp : public PolicyOp<SoftmaxOp> {
       std::vector<int64_t> coords;
       for (int64_t j = 0; j < n; ++j) {
         unravel(r * n + j, c.shape, coords);
-        x[j] = round_to(c.dtypes.at("y"), 2.0 * draw(c.dist, c.seed, "x", coords));
+        x[j] = round_to(c.dtypes.at("y"), draw_value(c.dist, c.dtypes.at("y"), c.seed, "x", coords, 0.0, 2.0));
       }
       softmax_fwd_row(ValuePolicy<double>{}, n, x.data(), v.data());
       for (int64_t j = 0; j < n; ++j) y.store(r * n + j, v[j]);
