@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   CLI::App app("kverify kernel benchmark: CUDA impls' launch times (CUDA events) against a device copy");
   std::vector<std::string> ops = {"softmax.fwd", "softmax.bwd", "layer_norm.fwd", "layer_norm.bwd"};
   std::vector<std::string> dtypes = {"bf16"}, configs;
-  std::string shape = "32760x1536", impl = "cuda", attrs;
+  std::string shape = "32760x1536", impl = "cuda", attrs, alias;
   int reps = 20;
   app.add_option("--op", ops, "ops (repeatable; default: softmax and layer_norm, fwd and bwd)");
   app.add_option("--dtype", dtypes, "x's dtype (repeatable; default bf16)");
@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   app.add_option("--config", configs, "num_warps=8,dw=per_sm (repeatable; default: the impl's defaults)");
   app.add_option("--impl", impl, "impl (default cuda)");
   app.add_option("--attrs", attrs, "op attributes, e.g. grad_rounding=x_dtype (default: the op's)");
+  app.add_option("--alias", alias, "outputs written over inputs, e.g. q_out=q,k_out=k (rope in place)");
   app.add_option("--reps", reps, "timed launches per row (median; default 20)")->check(CLI::Range(1, 10000));
   CLI11_PARSE(app, argc, argv);
   if (configs.empty()) configs.push_back("");
@@ -79,12 +80,14 @@ int main(int argc, char** argv) {
     std::printf("| op | dtype | shape | config | us | GB/s | copy GB/s | of copy | TFLOP/s | extra MiB |\n"
                 "|---|---|---|---|---|---|---|---|---|---|\n");
     std::replace(attrs.begin(), attrs.end(), '=', ':');
+    std::replace(alias.begin(), alias.end(), '=', ':');
     for (auto& dt : dtypes)
       for (auto& op : ops)
         for (auto cfg : configs) {
           std::replace(cfg.begin(), cfg.end(), '=', ':');
           kv::Case c = kv::Case::parse("kv1 op=" + op + " impl=" + impl + " config=" + cfg + " shape=" + shape +
-                                       " dtypes=x:" + dt + " attrs=" + attrs + " dist=normal seed=1 gen=1");
+                                       " dtypes=x:" + dt + " attrs=" + attrs + " dist=normal seed=1 gen=1" +
+                                       (alias.empty() ? "" : " alias=" + alias));
           try {
             kv::registry().normalize(c);
           } catch (const kv::UsageError& e) {

@@ -15,7 +15,7 @@ endif()
 # Impl versions: a hash of each kernel folder's sources and the build flags, so version
 # drift can tell two builds of an impl apart even when the commit does not.
 set(impl_defs "")
-foreach(name host_rms_norm cuda_rms_norm host_ops cuda_glu cuda_softmax cuda_layer_norm cuda_cross_entropy cuda_flce)
+foreach(name host_rms_norm cuda_rms_norm host_ops cuda_glu cuda_softmax cuda_layer_norm cuda_cross_entropy cuda_flce cuda_rope)
   if(name STREQUAL "host_rms_norm")
     set(globs ${SRC}/kernels/rms_norm/host.*)
   elseif(name STREQUAL "host_ops")
@@ -24,6 +24,8 @@ foreach(name host_rms_norm cuda_rms_norm host_ops cuda_glu cuda_softmax cuda_lay
     set(globs ${SRC}/kernels/glu/* ${SRC}/kernels/cuda_*)
   elseif(name STREQUAL "cuda_softmax")
     set(globs ${SRC}/kernels/softmax/cuda* ${SRC}/kernels/cuda_*)
+  elseif(name STREQUAL "cuda_rope")
+    set(globs ${SRC}/kernels/rope/* ${SRC}/kernels/cuda_*)
   elseif(name STREQUAL "cuda_layer_norm")
     set(globs ${SRC}/kernels/layer_norm/cuda* ${SRC}/kernels/cuda_*)
   elseif(name STREQUAL "cuda_cross_entropy")

@@ -15,6 +15,7 @@
 #include "kernels/glu/cuda.hpp"
 #include "kernels/layer_norm/cuda.hpp"
 #include "kernels/rms_norm/cuda.hpp"
+#include "kernels/rope/cuda.hpp"
 #include "kernels/softmax/cuda.hpp"
 #endif
 
@@ -39,6 +40,7 @@ void register_builtin() {
   register_cuda_glu(r);
   register_cuda_softmax(r);
   register_cuda_layer_norm(r);
+  register_cuda_rope(r);
   register_cuda_cross_entropy(r);
   register_cuda_flce(r);
 #endif

@@ -1,0 +1,197 @@
+// The CUDA rope and rope_table impls: configs, contracts, determinism claims, layouts,
+// launches (kernels in cuda_kernels.cu).
+#include "kernels/rope/cuda.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/error.hpp"
+#include "kernels/cuda_impl.hpp"
+#include "kernels/cuda_rows.hpp"
+#include "kernels/rope/cuda_launch.hpp"
+#include "kv_build_info.hpp"
+#include "ops/rope_common.hpp"
+
+namespace kv {
+
+namespace {
+
+/// Every output of an elementwise kernel whose operations do not depend on the config,
+/// the GPU or the row's neighbours.
+const DeterminismClaims kElementwise = {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"};
+
+uint8_t* payload(const DevView& v) {
+  return static_cast<uint8_t*>(v.base) + v.desc.offset * static_cast<int64_t>(dtype_size(v.desc.dtype));
+}
+
+/// Whether a q/k tensor's 16-byte chunks are whole and aligned (see ropecuda::Heads), given
+/// its first element's address modulo 16.
+bool chunks_aligned(const TensorDesc& d, uintptr_t addr, bool interleaved) {
+  const auto st = d.effective_strides();
+  const int64_t esz = static_cast<int64_t>(dtype_size(d.dtype)), span = interleaved ? d.shape[3] : d.shape[3] / 2;
+  if (st[3] != 1 || addr % 16 != 0 || (span * esz) % 16 != 0) return false;
+  for (int i = 0; i < 3; ++i)
+    if (d.shape[i] > 1 && (st[i] * esz) % 16 != 0) return false;
+  return true;
+}
+
+class CudaRope : public CudaImpl {
+ public:
+  explicit CudaRope(bool bwd) : bwd_(bwd) {}
+  std::string op() const override { return bwd_ ? "rope.bwd" : "rope.fwd"; }
+  std::string name() const override { return "cuda"; }
+  std::string version() const override { return KV_IMPL_VERSION_CUDA_ROPE; }
+  /// Warps per block; each warp rotates one token at a time, so this is also the tokens
+  /// per block in flight.
+  std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"4", "1", "2", "8", "16", "32"}}}; }
+
+  Contract contract(const Case& c, const DeviceProfile&) const override {
+    // The definition's own fp32 operations (__fmul_rn, __fadd_rn/__fsub_rn: no FMA
+    // contraction), no math function (the tables are inputs), no reduction: every output
+    // is the same bits under any config, on any GPU, at any batch size.
+    Contract k;
+    k.acc = DType::f32;
+    k.fma = false;
+    k.ftz = false;
+    for (auto& t : io(2)) k.determinism[t] = kElementwise;
+    (void)c;
+    return k;
+  }
+
+ protected:
+  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
+    return c.config_int("num_warps", 4) * p.warp_size;
+  }
+  std::vector<KernelRef> kernels(const Case& c) const override {
+    const DType x = c.dtypes.at(io(0)[0]);
+    const bool il = c.attr("layout") == "interleaved";
+    const size_t smem = static_cast<size_t>(ropecuda::smem_bytes(c.shape[3], x, il, static_cast<int>(c.config_int("num_warps", 4))));
+    const std::string n = op() + "<" + std::string(dtype_name(x)) + (il ? ",interleaved" : ",rotate_half");
+    // Both: which one runs depends on the buffers' alignment.
+    return {{n + ",16-byte>", ropecuda::kernel(x, il, bwd_, true), smem},
+            {n + ",elementwise>", ropecuda::kernel(x, il, bwd_, false), smem}};
+  }
+  std::optional<std::string> layout_reason(const Case& c) const override {
+    const auto in = io(0), out = io(1);
+    const DType x = c.dtypes.at(in[0]);
+    for (const auto& n : {in[0], in[1], out[0], out[1]})
+      if (c.dtypes.at(n) != x)
+        return "q, k and their outputs must share one dtype (the kernels' template parameter): " + n + " differs";
+    for (auto& [o, i] : c.alias)
+      if (!((o == out[0] && i == in[0]) || (o == out[1] && i == in[1])))
+        return "output " + o + " cannot be written over " + i + ": only " + out[0] + " over " + in[0] + " and " + out[1] +
+               " over " + in[1] + " (each unit is read, then written, by one lane)";
+    const RopeGeom g = rope_geom(c);
+    const int64_t lim = (int64_t(1) << 31) - 1;
+    if (g.s > lim) return "S = " + std::to_string(g.s) + ": the kernels take a sample's positions in 32 bits";
+    if ((g.hq + g.hk) * g.d > lim)
+      return "a token's q and k hold " + std::to_string((g.hq + g.hk) * g.d) + " elements: the kernels index them in 32 bits";
+    return std::nullopt;
+  }
+  void launch(DevSet& d, const Case& c, const DeviceProfile&) const override {
+    const RopeGeom g = rope_geom(c);
+    const auto in = io(0), out = io(1);
+    ropecuda::Args a{};
+    bool vec = true;
+    for (int t = 0; t < 2; ++t)
+      for (int o = 0; o < 2; ++o) {
+        const DevView& v = d.t.at(o ? out[t] : in[t]);
+        const auto st = v.desc.effective_strides();
+        (o ? a.out : a.in)[t] = ropecuda::Heads{payload(v), st[0], st[1], st[2], st[3]};
+        vec = vec && chunks_aligned(v.desc, reinterpret_cast<uintptr_t>(payload(v)), g.interleaved);
+      }
+    a.heads[0] = g.hq, a.heads[1] = g.hk;
+    a.b = g.b, a.s = g.s, a.d = g.d;
+    const int64_t half = g.d / 2;
+    auto table = [&](const std::string& n, int64_t section) {
+      const DevView& v = d.t.at(n);
+      const auto st = v.desc.effective_strides();
+      const int dt = rowcuda::dt_code(v.desc.dtype);
+      if (g.mode == "1d") return ropecuda::Table{payload(v), dt, 0, st[1], 0, st[2]};  // (1, S, D)
+      if (g.mode == "mrope")                                                          // (3, B, S, D)
+        return ropecuda::Table{payload(v) + section * st[0] * static_cast<int64_t>(dtype_size(v.desc.dtype)), dt, st[1],
+                               st[2], 0, st[3]};
+      return ropecuda::Table{payload(v), dt, 0, 0, st[0], st[1]};  // 3d: axis `section`'s (S, c_a)
+    };
+    const char* ax[3] = {"f", "h", "w"};
+    for (int k = 0; k < 3; ++k) {
+      const bool three = g.mode == "3d";
+      a.cos[k] = table(three ? std::string("cos_") + ax[k] : "cos", k);
+      a.sin[k] = table(three ? std::string("sin_") + ax[k] : "sin", k);
+      a.sec[k] = static_cast<int>(g.mode == "1d" ? (k == 0 ? half : 0) : g.sec[k]);
+    }
+    if (g.mode == "3d") {
+      const DevView &gr = d.t.at("grid"), &sl = d.t.at("seq_len");
+      a.mode3d = 1;
+      a.grid = reinterpret_cast<const int32_t*>(payload(gr));
+      a.grid_sb = gr.desc.effective_strides()[0], a.grid_sa = gr.desc.effective_strides()[1];
+      a.seq_len = reinterpret_cast<const int32_t*>(payload(sl));
+      a.len_sb = sl.desc.effective_strides()[0];
+    }
+    a.warps = static_cast<int>(c.config_int("num_warps", 4));
+    a.vec = vec ? 1 : 0;
+    ropecuda::launch(c.dtypes.at(in[0]), g.interleaved, bwd_, a, d.stream);
+  }
+
+ private:
+  bool bwd_;
+  /// 0: the rotated inputs (q, k), 1: their outputs, 2: the outputs (for claims).
+  std::vector<std::string> io(int which) const {
+    if (which == 0) return bwd_ ? std::vector<std::string>{"dq_out", "dk_out"} : std::vector<std::string>{"q", "k"};
+    return bwd_ ? std::vector<std::string>{"dq", "dk"} : std::vector<std::string>{"q_out", "k_out"};
+  }
+};
+
+class CudaRopeTable : public CudaImpl {
+ public:
+  std::string op() const override { return "rope_table.fwd"; }
+  std::string name() const override { return "cuda"; }
+  std::string version() const override { return KV_IMPL_VERSION_CUDA_ROPE; }
+  std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"8", "1", "2", "4", "16", "32"}}}; }
+
+  Contract contract(const Case&, const DeviceProfile&) const override {
+    // angle = __fmul_rn(pos, inv_freq) is the mandated fp32 rounding; cosf and sinf are
+    // CUDA's full-range functions: 2 ulp each (CUDA C++ Programming Guide, Mathematical
+    // Functions, single precision), no other arithmetic.
+    Contract k;
+    k.acc = DType::f32;
+    k.fma = false;
+    k.ftz = false;
+    k.math_ulps = {{"sin", 2.0}, {"cos", 2.0}};
+    k.determinism["cos"] = k.determinism["sin"] = kElementwise;
+    return k;
+  }
+
+ protected:
+  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
+    return c.config_int("num_warps", 8) * p.warp_size;
+  }
+  std::vector<KernelRef> kernels(const Case&) const override {
+    return {{"rope_table.fwd", ropecuda::table_kernel(), 0}};
+  }
+  std::optional<std::string> layout_reason(const Case& c) const override {
+    if (c.shape[1] / 2 > (int64_t(1) << 31) - 1) return "D/2 beyond 2^31 - 1";
+    return std::nullopt;
+  }
+  void launch(DevSet& d, const Case& c, const DeviceProfile&) const override {
+    const DevView &pos = d.t.at("positions"), &inv = d.t.at("inv_freq"), &cs = d.t.at("cos"), &sn = d.t.at("sin");
+    const auto cst = cs.desc.effective_strides(), sst = sn.desc.effective_strides();
+    ropecuda::TableArgs a{reinterpret_cast<const int32_t*>(payload(pos)), pos.desc.effective_strides()[0],
+                          payload(inv), rowcuda::dt_code(inv.desc.dtype), inv.desc.effective_strides()[0],
+                          payload(cs), rowcuda::dt_code(cs.desc.dtype), cst[0], cst[1],
+                          payload(sn), rowcuda::dt_code(sn.desc.dtype), sst[0], sst[1],
+                          c.shape[0], c.shape[1], c.attr("layout") == "interleaved" ? 1 : 0,
+                          static_cast<int>(32 * c.config_int("num_warps", 8))};
+    ropecuda::launch_table(a, d.stream);
+  }
+};
+
+}  // namespace
+
+void register_cuda_rope(Registry& r) {
+  r.add(std::make_unique<CudaRope>(false));
+  r.add(std::make_unique<CudaRope>(true));
+  r.add(std::make_unique<CudaRopeTable>());
+}
+
+}  // namespace kv
