@@ -74,7 +74,8 @@ class CudaCrossEntropy : public CudaRowImpl {
     // The shared-memory cache is taken only where the profile holds it (plan): no
     // dynamic shared memory is required.
     const DType x = row_dtype(c);
-    return {{op() + "<" + std::string(dtype_name(x)) + ">", cecuda::row_kernel(x, x, bwd_), 0}};
+    const std::string t = "<" + std::string(dtype_name(x)) + ">";
+    return {{op() + t, cecuda::row_kernel(x, x, bwd_, false), 0}, {op() + "_piped" + t, cecuda::row_kernel(x, x, bwd_, true), 0}};
   }
   std::optional<std::string> layout_reason(const Case& c) const override {
     if (c.shape.back() > (int64_t(1) << 24))
@@ -94,7 +95,7 @@ class CudaCrossEntropy : public CudaRowImpl {
     float* stats = ws("stats");
     cecuda::RowsArgs ra{q, static_cast<const int32_t*>(target.base), target.rs, weight, nullptr, none, stats, rows};
     cecuda::RowArgs a{q,    view(d, c, "logits"), none, ra.target, target.rs, weight, none, none, nullptr, stats, none,
-                      rows, 0, pl.block_v, pl.ctas, pl.threads, pl.cache_bytes};
+                      rows, 0, pl.block_v, pl.ctas, pl.threads, pl.cache_bytes, pl.piped_bytes};
     if (bwd_) {
       a.dloss = view(d, c, "dloss");
       a.g = view(d, c, "dlogits");

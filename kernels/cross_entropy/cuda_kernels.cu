@@ -13,6 +13,11 @@
 // softcap), else reads it again. Rows past the grid are taken in a grid-stride loop.
 #include <cooperative_groups.h>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "core/cuda/cuda_check.hpp"
 #include "kernels/cross_entropy/cuda_launch.hpp"
 #include "kernels/cuda_rows.cuh"
@@ -39,17 +44,24 @@ __device__ __forceinline__ void cluster_sync(int ctas) {
 }
 
 /// A block-reduced value folded over the cluster's blocks in rank order (the host launches
-/// ctas > 1 only where clusters exist). `slot` is this block's shared slot for it.
+/// ctas > 1 only where clusters exist): thread 0 writes this block's `slot`; after the
+/// cluster barrier lanes k < ctas of warp 0 read block k's slot, lane 0 adds them in rank
+/// order and `bcast` hands the result to the block.
 template <class Op>
-__device__ __forceinline__ float cluster_fold(float v, float* slot, int ctas) {
+__device__ __forceinline__ float cluster_fold(float v, float* slot, float* bcast, int ctas) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (ctas > 1) {
     cg::cluster_group cl = cg::this_cluster();
     if (threadIdx.x == 0) *slot = v;
     cl.sync();
-    float r = *cl.map_shared_rank(slot, 0);
-    for (int k = 1; k < ctas; ++k) r = Op()(r, *cl.map_shared_rank(slot, k));
-    return r;
+    if (threadIdx.x < 32) {
+      const float mine = static_cast<int>(threadIdx.x) < ctas ? *cl.map_shared_rank(slot, threadIdx.x) : 0.0f;
+      float r = __shfl_sync(0xffffffffu, mine, 0);
+      for (int k = 1; k < ctas; ++k) r = Op()(r, __shfl_sync(0xffffffffu, mine, k));
+      if (threadIdx.x == 0) *bcast = r;
+    }
+    __syncthreads();
+    return *bcast;
   }
 #endif
   return v;
@@ -99,7 +111,7 @@ struct Segment {
 };
 
 /// The per-element transform of the definition: b added, softcap's tanh. `c` is what the
-/// cache keeps (z, or tanh(x/s) under softcap); z follows from it.
+/// sources hand out (z, or tanh(x/s) under softcap); z follows from it.
 struct Transform {
   Mat bias;
   float S;
@@ -109,168 +121,256 @@ struct Transform {
     return cap ? tanhf(__fdiv_rn(x, S)) : x;
   }
   __device__ __forceinline__ float z(float c) const { return cap ? __fmul_rn(S, c) : c; }
+  template <int VX>
+  __device__ __forceinline__ void all(float (&c)[VX], int cnt, int64_t j0) const {
+    for_elems<VX>(cnt, [&](int i) { c[i] = cached(c[i], j0 + i); });
+  }
 };
 
-/// The cached values of chunk lc of row r (from shared memory, or read again).
-template <typename X, int VX>
-__device__ __forceinline__ void get_chunk(const RowArgs& a, const Transform& tf, const Segment<VX>& sg, int64_t r,
-                                          int lc, const float4* cache, float (&c)[VX]) {
-  if (a.cache_bytes > 0) {
-    cache_get<VX>(cache, sg.nch, 0, lc, c);
-    return;
-  }
-  const int cnt = sg.cnt(lc);
-  const int64_t j0 = sg.j0(lc);
-  load_chunk<X>(a.x, r, j0, cnt, c);
-  for_elems<VX>(cnt, [&](int i) { c[i] = tf.cached(c[i], j0 + i); });
-}
-
-/// Pass 1: the segment's chunks read (four in flight per thread), transformed, cached; the
-/// block's max of z.
-template <typename X, int VX>
-__device__ __forceinline__ float load_max(const RowArgs& a, const Transform& tf, const Segment<VX>& sg, int64_t r,
-                                          float4* cache) {
-  constexpr int U = 4;
-  float m = -INFINITY;
-  const int T = blockDim.x;
-  for (int lc0 = threadIdx.x; lc0 < sg.nch; lc0 += T * U) {
-    uint4 raw[U];
+/// A row's segment read from global memory: the first pass reads it (four chunks in flight
+/// per thread) and keeps it in shared memory as fp32 where it fits (then the backward may
+/// keep exp(z - m) there in place of z); later passes read it again where it does not.
+template <typename X>
+struct StagedSource {
+  static constexpr int VX = kV<X>;
+  const RowArgs& a;
+  const Transform& tf;
+  const Segment<VX>& sg;
+  int64_t r;
+  float4* cache;
+  __device__ __forceinline__ bool cached() const { return a.cache_bytes > 0; }
+  __device__ __forceinline__ float max_pass() const {
+    constexpr int U = 4;
+    float m = -INFINITY;
+    const int T = blockDim.x;
+    for (int lc0 = threadIdx.x; lc0 < sg.nch; lc0 += T * U) {
+      uint4 raw[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int lc = lc0 + u * T;
-      if (lc < sg.nch) raw[u] = load_raw<X>(a.x, r, sg.j0(lc), sg.cnt(lc));
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int lc = lc0 + u * T;
-      if (lc >= sg.nch) break;
-      const int cnt = sg.cnt(lc);
-      const int64_t j0 = sg.j0(lc);
-      float c[VX];
-      unpack_all<X>(raw[u], c);
-      for_elems<VX>(cnt, [&](int i) {
-        c[i] = tf.cached(c[i], j0 + i);
-        m = fmaxf(m, tf.z(c[i]));
-      });
-      if (a.cache_bytes > 0) cache_put<VX>(cache, sg.nch, 0, lc, c);
-    }
-  }
-  return m;
-}
-
-template <typename X, typename Y, bool BWD>
-__global__ void __launch_bounds__(1024) row_kernel_t(RowArgs a) {
-  constexpr int VX = kV<X>;
-  __shared__ float red[32];
-  __shared__ float slots[2][3];  // cluster partials (max, sum, smoothing sum) by row parity
-  float4* cache = dyn_smem();
-  const Params& q = a.q;
-  const int C = a.ctas;
-  const unsigned rank = cta_rank(C);
-  const Segment<VX> sg(rank, a.block_v, q.v);
-  const Transform tf{a.bias, q.softcap, q.softcap > 0.0f};
-  const float V = static_cast<float>(q.v);  // exact: the host takes V < 2^24
-  const int64_t nclus = gridDim.x / C;
-  int par = 0;
-  for (int64_t r = blockIdx.x / C; r < a.rows; r += nclus) {
-    const int64_t gr = a.row0 + r;
-    const int64_t t = a.target[gr * a.target_stride];
-    if (t == q.ignore_index) {  // loss 0, gradient 0
-      if constexpr (BWD) {
-        const float zero[VX] = {};
-        for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) store_n<Y, VX>(a.g, r, sg.j0(lc), sg.cnt(lc), zero);
-      } else if (rank == 0 && threadIdx.x == 0) {
-        if (a.row_loss) a.row_loss[gr] = 0.0f;
-        else st_any(a.loss.base, a.loss.dtype, gr * a.loss.rs, 0.0f);
+      for (int u = 0; u < U; ++u) {
+        const int lc = lc0 + u * T;
+        if (lc < sg.nch) raw[u] = load_raw<X>(a.x, r, sg.j0(lc), sg.cnt(lc));
       }
-      continue;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int lc = lc0 + u * T;
+        if (lc >= sg.nch) break;
+        const int cnt = sg.cnt(lc);
+        float c[VX];
+        unpack_all<X>(raw[u], c);
+        tf.all<VX>(c, cnt, sg.j0(lc));
+        for_elems<VX>(cnt, [&](int i) { m = fmaxf(m, tf.z(c[i])); });
+        if (cached()) cache_put<VX>(cache, sg.nch, 0, lc, c);
+      }
     }
-    const bool bad = t < 0 || t >= q.v;  // not a class: NaN, never a plausible value
-    float zt = 0.0f;
-    if (!BWD && !bad) {  // read before anything of the row is written
-      float c[VX];
-      load_chunk<X>(a.x, r, t, 1, c);
-      zt = tf.z(tf.cached(c[0], t));
-    }
-    float m[1] = {load_max<X, VX>(a, tf, sg, r, cache)};
-    block_reduce<MaxOp, 1>(m, red);
-    const float mx = cluster_fold<MaxOp>(m[0], &slots[par][0], C);
-    // The backward keeps exp(z - m) in the cache where it needs nothing else of z there.
-    const bool keep_e = BWD && a.cache_bytes > 0 && !tf.cap;
-    float d[1] = {0.0f};
+    return m;
+  }
+  __device__ __forceinline__ void chunk(int lc, float (&c)[VX]) const {
+    if (cached()) return cache_get<VX>(cache, sg.nch, 0, lc, c);
+    load_chunk<X>(a.x, r, sg.j0(lc), sg.cnt(lc), c);
+    tf.all<VX>(c, sg.cnt(lc), sg.j0(lc));
+  }
+  __device__ __forceinline__ bool keeps_e() const { return cached() && !tf.cap; }
+  __device__ __forceinline__ void keep_e(int lc, const float (&e)[VX]) const { cache_put<VX>(cache, sg.nch, 0, lc, e); }
+};
+
+/// A row's segment already in shared memory as raw X (copied there asynchronously while
+/// the block worked on the previous row).
+template <typename X>
+struct PipedSource {
+  static constexpr int VX = kV<X>;
+  const Transform& tf;
+  const Segment<VX>& sg;
+  const uint4* buf;
+  __device__ __forceinline__ float max_pass() const {
+    float m = -INFINITY;
     for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
       float c[VX];
-      get_chunk<X, VX>(a, tf, sg, r, lc, cache, c);
-      for_elems<VX>(sg.cnt(lc), [&](int i) {
-        c[i] = expf(__fsub_rn(tf.z(c[i]), mx));
-        d[0] += c[i];
-      });
-      if (keep_e) cache_put<VX>(cache, sg.nch, 0, lc, c);
+      chunk(lc, c);
+      for_elems<VX>(sg.cnt(lc), [&](int i) { m = fmaxf(m, tf.z(c[i])); });
     }
-    block_sum<1>(d, red);
-    const float den = cluster_fold<SumOp>(d[0], &slots[par][1], C);
-    const float lse = __fadd_rn(mx, logf(den));
-    const float wt = q.weighted && !bad ? ld_any(a.weight.base, a.weight.dtype, t * a.weight.cs) : 1.0f;
-    if constexpr (!BWD) {
-      float loss = __fsub_rn(lse, zt);
-      if (q.weighted) loss = __fmul_rn(wt, loss);
-      if (q.ls > 0.0f) {
-        float s[1] = {0.0f};
-        for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
-          float c[VX];
-          get_chunk<X, VX>(a, tf, sg, r, lc, cache, c);
-          const int64_t j0 = sg.j0(lc);
-          for_elems<VX>(sg.cnt(lc), [&](int i) {
-            const float dj = __fsub_rn(lse, tf.z(c[i]));
-            s[0] += q.weighted ? __fmul_rn(ld_any(a.weight.base, a.weight.dtype, (j0 + i) * a.weight.cs), dj) : dj;
-          });
-        }
-        block_sum<1>(s, red);
-        const float smooth = __fdiv_rn(cluster_fold<SumOp>(s[0], &slots[par][2], C), V);
-        loss = __fadd_rn(__fmul_rn(__fsub_rn(1.0f, q.ls), loss), __fmul_rn(q.ls, smooth));
-      }
-      if (q.zl > 0.0f) loss = __fadd_rn(loss, __fmul_rn(q.zl, __fmul_rn(lse, lse)));
-      if (bad) loss = NAN;
-      if (rank == 0 && threadIdx.x == 0) {
-        if (a.row_loss) a.row_loss[gr] = loss;
-        else st_any(a.loss.base, a.loss.dtype, gr * a.loss.rs, loss);
-      }
-    } else {
-      const float dl = ld_any(a.dloss.base, a.dloss.dtype, q.reduction == 0 ? gr * a.dloss.rs : 0);
-      float scale = q.reduction != 1 ? dl : (a.stats[1] > 0.0f ? __fdiv_rn(dl, a.stats[0]) : 0.0f);
-      if (bad) scale = NAN;
-      const float one_ls = __fsub_rn(1.0f, q.ls), inv_v = __fdiv_rn(1.0f, V);
-      const float zlse2 = __fmul_rn(__fmul_rn(2.0f, q.zl), lse), wbar = q.weighted && q.ls > 0.0f ? a.stats[2] : 1.0f;
+    return m;
+  }
+  __device__ __forceinline__ void chunk(int lc, float (&c)[VX]) const {
+    unpack_all<X>(buf[lc], c);
+    tf.all<VX>(c, sg.cnt(lc), sg.j0(lc));
+  }
+  __device__ __forceinline__ bool keeps_e() const { return false; }
+  __device__ __forceinline__ void keep_e(int, const float (&)[VX]) const {}
+};
+
+/// The block's shared scalars: the block reduction's buffer and the cluster's slots
+/// (max, sum, smoothing sum: two sets by row parity) with their broadcasts.
+struct Shared {
+  float red[32];
+  float slots[2][3];
+  float bcast[3];
+};
+
+/// Row r of the launch (its segment in this block, values from `src`): the loss or the
+/// gradient, as the file's header says. Every block of the cluster takes the same branches.
+/// Returns whether the row used the cluster's slots of parity `par` (not for an ignored
+/// row): the caller flips the parity after those rows only, so a block writes a set of
+/// slots again only after the cluster passed a barrier of the row between.
+template <typename X, typename Y, bool BWD, class Src>
+__device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& tf, const Segment<kV<X>>& sg, int64_t r,
+                                            unsigned rank, int par, const Src& src, Shared& sh) {
+  constexpr int VX = kV<X>;
+  const Params& q = a.q;
+  const int C = a.ctas;
+  const float V = static_cast<float>(q.v);  // exact: the host takes V <= 2^24
+  const int64_t gr = a.row0 + r;
+  const int64_t t = a.target[gr * a.target_stride];
+  if (t == q.ignore_index) {  // loss 0, gradient 0
+    if constexpr (BWD) {
+      const float zero[VX] = {};
+      for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) store_n<Y, VX>(a.g, r, sg.j0(lc), sg.cnt(lc), zero);
+    } else if (rank == 0 && threadIdx.x == 0) {
+      if (a.row_loss) a.row_loss[gr] = 0.0f;
+      else st_any(a.loss.base, a.loss.dtype, gr * a.loss.rs, 0.0f);
+    }
+    return false;
+  }
+  const bool bad = t < 0 || t >= q.v;  // not a class: NaN, never a plausible value
+  float zt = 0.0f;
+  if (!BWD && !bad) {  // read before anything of the row is written
+    float c[VX];
+    load_chunk<X>(a.x, r, t, 1, c);
+    zt = tf.z(tf.cached(c[0], t));
+  }
+  float m[1] = {src.max_pass()};
+  block_reduce<MaxOp, 1>(m, sh.red);
+  const float mx = cluster_fold<MaxOp>(m[0], &sh.slots[par][0], &sh.bcast[0], C);
+  const bool keep_e = BWD && src.keeps_e();
+  float d[1] = {0.0f};
+  for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
+    float c[VX];
+    src.chunk(lc, c);
+    for_elems<VX>(sg.cnt(lc), [&](int i) {
+      c[i] = expf(__fsub_rn(tf.z(c[i]), mx));
+      d[0] += c[i];
+    });
+    if (keep_e) src.keep_e(lc, c);
+  }
+  block_sum<1>(d, sh.red);
+  const float den = cluster_fold<SumOp>(d[0], &sh.slots[par][1], &sh.bcast[1], C);
+  const float lse = __fadd_rn(mx, logf(den));
+  const float wt = q.weighted && !bad ? ld_any(a.weight.base, a.weight.dtype, t * a.weight.cs) : 1.0f;
+  if constexpr (!BWD) {
+    float loss = __fsub_rn(lse, zt);
+    if (q.weighted) loss = __fmul_rn(wt, loss);
+    if (q.ls > 0.0f) {
+      float s[1] = {0.0f};
       for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
         float c[VX];
-        get_chunk<X, VX>(a, tf, sg, r, lc, cache, c);
+        src.chunk(lc, c);
         const int64_t j0 = sg.j0(lc);
-        const int cnt = sg.cnt(lc);
-        const int it = t >= j0 && t < j0 + VX ? static_cast<int>(t - j0) : -1;  // the target's place in the chunk
-        float g[VX];
-#pragma unroll
-        for (int i = 0; i < VX; ++i) {
-          const float pj = __fdiv_rn(keep_e ? c[i] : expf(__fsub_rn(tf.z(c[i]), mx)), den);
-          float gj = i == it ? __fsub_rn(pj, 1.0f) : pj;  // the definition's p_t - 1, as it rounds
-          if (q.weighted) gj = __fmul_rn(wt, gj);
-          if (q.ls > 0.0f) {
-            float sm;
-            if (q.weighted && i < cnt)
-              sm = __fsub_rn(__fmul_rn(pj, wbar), __fdiv_rn(ld_any(a.weight.base, a.weight.dtype, (j0 + i) * a.weight.cs), V));
-            else
-              sm = __fsub_rn(pj, inv_v);
-            gj = __fadd_rn(__fmul_rn(one_ls, gj), __fmul_rn(q.ls, sm));
-          }
-          if (q.zl > 0.0f) gj = __fadd_rn(gj, __fmul_rn(zlse2, pj));
-          if (tf.cap) gj = __fmul_rn(gj, __fsub_rn(1.0f, __fmul_rn(c[i], c[i])));
-          g[i] = __fmul_rn(gj, scale);
-        }
-        store_n<Y, VX>(a.g, r, j0, cnt, g);
+        for_elems<VX>(sg.cnt(lc), [&](int i) {
+          const float dj = __fsub_rn(lse, tf.z(c[i]));
+          s[0] += q.weighted ? __fmul_rn(ld_any(a.weight.base, a.weight.dtype, (j0 + i) * a.weight.cs), dj) : dj;
+        });
       }
+      block_sum<1>(s, sh.red);
+      const float smooth = __fdiv_rn(cluster_fold<SumOp>(s[0], &sh.slots[par][2], &sh.bcast[2], C), V);
+      loss = __fadd_rn(__fmul_rn(__fsub_rn(1.0f, q.ls), loss), __fmul_rn(q.ls, smooth));
     }
-    par ^= 1;
+    if (q.zl > 0.0f) loss = __fadd_rn(loss, __fmul_rn(q.zl, __fmul_rn(lse, lse)));
+    if (bad) loss = NAN;
+    if (rank == 0 && threadIdx.x == 0) {
+      if (a.row_loss) a.row_loss[gr] = loss;
+      else st_any(a.loss.base, a.loss.dtype, gr * a.loss.rs, loss);
+    }
+  } else {
+    const float dl = ld_any(a.dloss.base, a.dloss.dtype, q.reduction == 0 ? gr * a.dloss.rs : 0);
+    float scale = q.reduction != 1 ? dl : (a.stats[1] > 0.0f ? __fdiv_rn(dl, a.stats[0]) : 0.0f);
+    if (bad) scale = NAN;
+    const float one_ls = __fsub_rn(1.0f, q.ls), inv_v = __fdiv_rn(1.0f, V);
+    const float zlse2 = __fmul_rn(__fmul_rn(2.0f, q.zl), lse), wbar = q.weighted && q.ls > 0.0f ? a.stats[2] : 1.0f;
+    for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
+      float c[VX];
+      src.chunk(lc, c);
+      const int64_t j0 = sg.j0(lc);
+      const int cnt = sg.cnt(lc);
+      const int it = t >= j0 && t < j0 + VX ? static_cast<int>(t - j0) : -1;  // the target's place in the chunk
+      float g[VX];
+#pragma unroll
+      for (int i = 0; i < VX; ++i) {
+        const float pj = __fdiv_rn(keep_e ? c[i] : expf(__fsub_rn(tf.z(c[i]), mx)), den);
+        float gj = i == it ? __fsub_rn(pj, 1.0f) : pj;  // the definition's p_t - 1, as it rounds
+        if (q.weighted) gj = __fmul_rn(wt, gj);
+        if (q.ls > 0.0f) {
+          float sm;
+          if (q.weighted && i < cnt)
+            sm = __fsub_rn(__fmul_rn(pj, wbar), __fdiv_rn(ld_any(a.weight.base, a.weight.dtype, (j0 + i) * a.weight.cs), V));
+          else
+            sm = __fsub_rn(pj, inv_v);
+          gj = __fadd_rn(__fmul_rn(one_ls, gj), __fmul_rn(q.ls, sm));
+        }
+        if (q.zl > 0.0f) gj = __fadd_rn(gj, __fmul_rn(zlse2, pj));
+        if (tf.cap) gj = __fmul_rn(gj, __fsub_rn(1.0f, __fmul_rn(c[i], c[i])));
+        g[i] = __fmul_rn(gj, scale);
+      }
+      store_n<Y, VX>(a.g, r, j0, cnt, g);
+    }
   }
-  cluster_sync(C);  // no block leaves while another may still read its slots
+  return true;
+}
+
+/// One row per cluster (rows past the grid in a grid-stride loop), read from global memory.
+template <typename X, typename Y, bool BWD>
+__global__ void __launch_bounds__(1024) row_kernel_t(RowArgs a) {
+  __shared__ Shared sh;
+  const unsigned rank = cta_rank(a.ctas);
+  const Segment<kV<X>> sg(rank, a.block_v, a.q.v);
+  const Transform tf{a.bias, a.q.softcap, a.q.softcap > 0.0f};
+  const int64_t nclus = gridDim.x / a.ctas;
+  int par = 0;
+  for (int64_t r = blockIdx.x / a.ctas; r < a.rows; r += nclus)
+    par ^= process_row<X, Y, BWD>(a, tf, sg, r, rank, par, StagedSource<X>{a, tf, sg, r, dyn_smem()}, sh) ? 1 : 0;
+  cluster_sync(a.ctas);  // no block leaves while another may still read its slots
+}
+
+/// 16 bytes copied from global to shared memory asynchronously (cp.async, sm_80+), of which
+/// `bytes` are read and the rest zero-filled; both addresses 16-byte aligned.
+__device__ __forceinline__ void copy_async16(void* dst, const void* src, int bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/// Waits for every committed group of this thread but the latest.
+__device__ __forceinline__ void copy_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+/// As many clusters as the GPU holds, each taking rows r, r + clusters, ...: while a block
+/// works on one row's segment in shared memory, the next row's segment is copied into the
+/// other half asynchronously (cp.async, 16 bytes per thread and chunk; a last partial chunk
+/// reads only its elements and zero-fills the rest). The rows must be 16-byte aligned.
+template <typename X, typename Y, bool BWD>
+__global__ void __launch_bounds__(1024, 1) piped_kernel_t(RowArgs a) {
+  constexpr int VX = kV<X>;
+  __shared__ Shared sh;
+  const unsigned rank = cta_rank(a.ctas);
+  const Segment<VX> sg(rank, a.block_v, a.q.v);
+  const Transform tf{a.bias, a.q.softcap, a.q.softcap > 0.0f};
+  const int64_t nclus = gridDim.x / a.ctas;
+  uint4* raw = reinterpret_cast<uint4*>(dyn_smem());  // [2][sg.nch] chunks
+  auto fetch = [&](int64_t row, int half) {
+    const X* src = static_cast<const X*>(a.x.base) + row * a.x.rs;
+    for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x)
+      copy_async16(raw + half * sg.nch + lc, src + sg.j0(lc), sg.cnt(lc) * static_cast<int>(sizeof(X)));
+    copy_async_commit();
+  };
+  int64_t r = blockIdx.x / a.ctas;
+  if (r < a.rows) fetch(r, 0);
+  int par = 0;
+  for (int it = 0; r < a.rows; r += nclus, ++it) {
+    const int cur = it & 1;
+    if (r + nclus < a.rows) fetch(r + nclus, cur ^ 1);
+    else copy_async_commit();  // an empty group keeps the count: the current row's is the one before
+    copy_async_wait_all_but_one();
+    __syncthreads();  // every thread's copies of the current row have landed
+    par ^= process_row<X, Y, BWD>(a, tf, sg, r, rank, par, PipedSource<X>{tf, sg, raw + cur * sg.nch}, sh) ? 1 : 0;
+    __syncthreads();  // the half is read out before the next iteration refills it
+  }
+  cluster_sync(a.ctas);
 }
 
 __global__ void __launch_bounds__(kRowsThreads) rows_reduce_kernel(RowsArgs a) {
@@ -314,11 +414,6 @@ __global__ void __launch_bounds__(1024) wbar_kernel_t(WbarArgs a) {
   if (threadIdx.x == 0) a.stats[2] = __fdiv_rn(total, static_cast<float>(a.v));
 }
 
-template <typename X, typename Y, bool BWD>
-const void* fn() {
-  return reinterpret_cast<const void*>(&row_kernel_t<X, Y, BWD>);
-}
-
 /// f.template operator()<X, Y, BWD>() for the built combination.
 template <class F>
 void dispatch(DType x, DType g, bool bwd, F&& f) {
@@ -337,21 +432,56 @@ void dispatch(DType x, DType g, bool bwd, F&& f) {
   return f.template operator()<__nv_bfloat16, __nv_bfloat16, true>();
 }
 
-cudaLaunchConfig_t launch_config(const RowArgs& a, cudaStream_t s, cudaLaunchAttribute* attr) {
-  const int64_t max_clusters = 2147483647 / a.ctas;
-  const int64_t clusters = a.rows < max_clusters ? a.rows : max_clusters;
+/// The row kernel of a combination: pipelined or staged.
+template <typename X, typename Y, bool BWD>
+auto kernel_fn(bool piped) {
+  return piped ? &piped_kernel_t<X, Y, BWD> : &row_kernel_t<X, Y, BWD>;
+}
+
+cudaLaunchConfig_t launch_config(int ctas, int threads, int64_t clusters, int64_t smem, cudaStream_t s,
+                                 cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * a.ctas));
-  cfg.blockDim = dim3(static_cast<unsigned>(a.threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(a.cache_bytes);
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * ctas));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
   cfg.stream = s;
   attr->id = cudaLaunchAttributeClusterDimension;
-  attr->val.clusterDim.x = static_cast<unsigned>(a.ctas);
+  attr->val.clusterDim.x = static_cast<unsigned>(ctas);
   attr->val.clusterDim.y = 1;
   attr->val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = a.ctas > 1 ? 1 : 0;
+  cfg.numAttrs = ctas > 1 ? 1 : 0;
   return cfg;
+}
+
+/// Clusters of `ctas` blocks of kernel k the device holds at once (blocks where ctas = 1).
+template <class K>
+int resident(K k, int ctas, int threads, int64_t smem) {
+  int n = 0;
+  KV_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  if (ctas == 1) {
+    int per_sm = 0, dev = 0, sms = 0;
+    KV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, static_cast<size_t>(smem)));
+    KV_CUDA(cudaGetDevice(&dev));
+    KV_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return per_sm * sms;
+  }
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = launch_config(ctas, threads, 1, smem, nullptr, &attr);
+  KV_CUDA(cudaOccupancyMaxActiveClusters(&n, k, &cfg));
+  return n;
+}
+
+/// resident() remembered per kernel and launch shape (a launch must not wait on the query).
+template <class K>
+int resident_cached(K k, int ctas, int threads, int64_t smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int, int64_t>, int> seen;
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(k), ctas, threads, smem);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = seen.find(key);
+  if (it == seen.end()) it = seen.emplace(key, resident(k, ctas, threads, smem)).first;
+  return it->second;
 }
 
 }  // namespace
@@ -361,31 +491,18 @@ bool row_kernel_built(DType x, DType g, bool bwd) {
   return !bwd || g == x || x == DType::f32;
 }
 
-const void* row_kernel(DType x, DType g, bool bwd) {
+const void* row_kernel(DType x, DType g, bool bwd, bool piped) {
   const void* p = nullptr;
-  dispatch(x, g, bwd, [&]<typename X, typename Y, bool B>() { p = fn<X, Y, B>(); });
+  dispatch(x, g, bwd, [&]<typename X, typename Y, bool B>() { p = reinterpret_cast<const void*>(kernel_fn<X, Y, B>(piped)); });
   return p;
 }
 
 const void* rows_kernel() { return reinterpret_cast<const void*>(&rows_reduce_kernel); }
 const void* wbar_kernel() { return reinterpret_cast<const void*>(&wbar_kernel_t); }
 
-int max_active_clusters(DType x, DType g, bool bwd, int ctas, int threads, int64_t cache_bytes) {
+int max_active_clusters(DType x, DType g, bool bwd, bool piped, int ctas, int threads, int64_t smem) {
   int n = 0;
-  dispatch(x, g, bwd, [&]<typename X, typename Y, bool B>() {
-    KV_CUDA(cudaFuncSetAttribute(row_kernel_t<X, Y, B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(cache_bytes)));
-    if (ctas == 1) {
-      KV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, row_kernel_t<X, Y, B>, threads,
-                                                            static_cast<size_t>(cache_bytes)));
-      return;
-    }
-    RowArgs a{};
-    a.ctas = ctas, a.threads = threads, a.cache_bytes = cache_bytes, a.rows = ctas;
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = launch_config(a, nullptr, &attr);
-    KV_CUDA(cudaOccupancyMaxActiveClusters(&n, row_kernel_t<X, Y, B>, &cfg));
-  });
+  dispatch(x, g, bwd, [&]<typename X, typename Y, bool B>() { n = resident(kernel_fn<X, Y, B>(piped), ctas, threads, smem); });
   return n;
 }
 
@@ -402,11 +519,16 @@ void launch_wbar(const WbarArgs& a, cudaStream_t s) {
 void launch_rows(DType x, DType g, bool bwd, const RowArgs& a, cudaStream_t s) {
   if (a.rows == 0) return;
   dispatch(x, g, bwd, [&]<typename X, typename Y, bool B>() {
-    KV_CUDA(cudaFuncSetAttribute(row_kernel_t<X, Y, B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(a.cache_bytes)));
+    // Pipelined where the rows allow 16-byte copies and the two halves fit; else staged.
+    const bool piped = a.piped_bytes > 0 && a.x.vec;
+    const auto k = kernel_fn<X, Y, B>(piped);
+    const int64_t smem = piped ? a.piped_bytes : a.cache_bytes;
+    int64_t clusters = std::min<int64_t>(a.rows, 2147483647 / a.ctas);
+    if (piped) clusters = std::min<int64_t>(clusters, std::max(1, resident_cached(k, a.ctas, a.threads, smem)));
+    KV_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = launch_config(a, s, &attr);
-    KV_CUDA(cudaLaunchKernelEx(&cfg, row_kernel_t<X, Y, B>, a));
+    cudaLaunchConfig_t cfg = launch_config(a.ctas, a.threads, clusters, smem, s, &attr);
+    KV_CUDA(cudaLaunchKernelEx(&cfg, k, a));
   });
 }
 

@@ -25,9 +25,13 @@ struct Params {
 /// One launch over `rows` rows of logits. A row is split into `ctas` segments of `block_v`
 /// elements, each summed by one block of `threads`; the blocks of a row form a thread-block
 /// cluster (ctas > 1) that exchanges its partial max and sums through distributed shared
-/// memory. `cache_bytes` > 0: each block keeps its segment in shared memory (fp32) between
-/// passes; 0: it reads it again. Row r of x, g and the per-row tensors is local row r,
-/// except target, dloss, loss and row_loss, which are indexed by row0 + r (FLCE's chunks).
+/// memory. Pipelined (piped_bytes > 0 and x's rows 16-byte aligned): as many clusters as
+/// the GPU holds, each block copying its next row's segment (raw) into one half of
+/// `piped_bytes` of shared memory while it works on the other. Staged otherwise: one row
+/// per cluster, read from global memory, kept in `cache_bytes` of shared memory as fp32
+/// between passes where > 0, else read again. The bits are the same either way. Row r of
+/// x, g and the per-row tensors is local row r, except target, dloss, loss and row_loss,
+/// which are indexed by row0 + r (FLCE's chunks).
 struct RowArgs {
   Params q;
   Mat x;         // logits [rows, V] (template dtype X)
@@ -44,6 +48,7 @@ struct RowArgs {
   int64_t block_v;
   int ctas, threads;
   int64_t cache_bytes;
+  int64_t piped_bytes;
 };
 
 /// Sums over the rows (one block of kRowsThreads): the loss total (fwd, from row_loss) and
@@ -73,11 +78,12 @@ struct WbarArgs {
 /// x and g storage dtypes the row kernel is built for: (X, X) for X in fp32/fp16/bf16, and
 /// (fp32, fp16/bf16) for FLCE's gradient in x's dtype.
 bool row_kernel_built(DType x, DType g, bool bwd);
-const void* row_kernel(DType x, DType g, bool bwd);
+const void* row_kernel(DType x, DType g, bool bwd, bool piped);
 const void* rows_kernel();
 const void* wbar_kernel();
-/// Clusters of `ctas` blocks the device can hold at once (0: it cannot launch them).
-int max_active_clusters(DType x, DType g, bool bwd, int ctas, int threads, int64_t cache_bytes);
+/// Clusters of `ctas` blocks (blocks where ctas = 1) of the staged or pipelined kernel with
+/// `smem` bytes of shared memory each that the device can hold at once (0: none).
+int max_active_clusters(DType x, DType g, bool bwd, bool piped, int ctas, int threads, int64_t smem);
 
 void launch_rows_reduce(const RowsArgs& a, cudaStream_t s);
 void launch_wbar(const WbarArgs& a, cudaStream_t s);

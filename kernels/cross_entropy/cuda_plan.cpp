@@ -27,9 +27,12 @@ Plan plan(const Case& c, int64_t v, DType x, const DeviceProfile& p) {
   pl.ctas = static_cast<int>(std::min<int64_t>(ceil_div(v, pl.block_v), 1 << 30));
   pl.threads = static_cast<int>(32 * c.config_int("num_warps", 8));
   pl.chunk = rowcuda::chunk_elems(x);
-  // The largest segment, whole chunks of fp32; beside the kernel's static buffers (< 1 KiB).
-  const int64_t bytes = ceil_div(std::min(v, pl.block_v), pl.chunk) * pl.chunk * 4;
+  // The largest segment, whole chunks of fp32 (staged) or two of raw 16-byte chunks
+  // (pipelined); beside the kernels' static buffers (< 1 KiB).
+  const int64_t nch = ceil_div(std::min(v, pl.block_v), pl.chunk);
+  const int64_t bytes = nch * pl.chunk * 4, piped = 2 * nch * 16;
   pl.cache_bytes = bytes + 1024 <= p.smem_per_block ? bytes : 0;
+  pl.piped_bytes = piped + 1024 <= p.smem_per_block ? piped : 0;
   return pl;
 }
 
@@ -60,9 +63,14 @@ std::optional<std::string> plan_reason(const Plan& pl, int64_t v, DType x, DType
       return "block_v = " + std::to_string(pl.block_v) + " splits each row over " + std::to_string(pl.ctas) +
              " blocks of a thread-block cluster, which this GPU lacks (compute capability 9.0+); use block_v=row";
   }
-  if (max_active_clusters(x, g, bwd, pl.ctas, pl.threads, pl.cache_bytes) < 1)
-    return "a cluster of " + std::to_string(pl.ctas) + " blocks of " + std::to_string(pl.threads) + " threads with " +
-           std::to_string(pl.cache_bytes) + " bytes of shared memory each does not fit this GPU";
+  // The staged kernel runs every layout; the pipelined one the aligned rows.
+  for (bool piped : {false, true}) {
+    const int64_t smem = piped ? pl.piped_bytes : pl.cache_bytes;
+    if (piped && smem == 0) continue;
+    if (max_active_clusters(x, g, bwd, piped, pl.ctas, pl.threads, smem) < 1)
+      return "a cluster of " + std::to_string(pl.ctas) + " blocks of " + std::to_string(pl.threads) + " threads with " +
+             std::to_string(smem) + " bytes of shared memory each does not fit this GPU";
+  }
   return std::nullopt;
 }
 

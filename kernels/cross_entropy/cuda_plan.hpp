@@ -26,6 +26,7 @@ struct Plan {
   int threads = 0;          // 32 * num_warps
   int64_t chunk = 0;        // elements per 16-byte access of the logits
   int64_t cache_bytes = 0;  // the segment as fp32 in shared memory, 0 where it does not fit
+  int64_t piped_bytes = 0;  // two raw segments (pipelined kernel), 0 where they do not fit
 };
 
 /// The plan of a case's config for rows of v logits of dtype x under the profile.

@@ -77,7 +77,9 @@ class CudaFlce : public CudaImpl {
   std::string name() const override { return "cuda"; }
   std::string version() const override { return KV_IMPL_VERSION_CUDA_FLCE; }
   std::vector<ConfigKnob> knobs() const override {
-    std::vector<ConfigKnob> k = {{"num_warps", {"8", "1", "2", "4", "16", "32"}},
+    // 16 warps by default: the CE step's pipelined blocks of fp32 logits take half the
+    // shared memory each (one per SM), so more threads share the work of a row.
+    std::vector<ConfigKnob> k = {{"num_warps", {"16", "1", "2", "4", "8", "32"}},
                                  cecuda::block_v_knob(),
                                  {"chunk", {"1024", "256", "512", "2048", "4096"}}};
     if (bwd_) k.push_back({"dw_acc", {"fp32", "bf16"}});
@@ -162,11 +164,13 @@ class CudaFlce : public CudaImpl {
 
  protected:
   int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
-    return c.config_int("num_warps", 8) * p.warp_size;
+    return c.config_int("num_warps", 16) * p.warp_size;
   }
   std::vector<KernelRef> kernels(const Case& c) const override {
     const Geom g = geom(c);
-    return {{"flce_cross_entropy<fp32," + std::string(dtype_name(g.g)) + ">", cecuda::row_kernel(DType::f32, g.g, bwd_), 0}};
+    const std::string t = "<fp32," + std::string(dtype_name(g.g)) + ">";
+    return {{"flce_cross_entropy" + t, cecuda::row_kernel(DType::f32, g.g, bwd_, false), 0},
+            {"flce_cross_entropy_piped" + t, cecuda::row_kernel(DType::f32, g.g, bwd_, true), 0}};
   }
   std::optional<std::string> layout_reason(const Case& c) const override {
     const Geom g = geom(c);
@@ -208,7 +212,7 @@ class CudaFlce : public CudaImpl {
     const cecuda::RowsArgs ra{q, static_cast<const int32_t*>(target.base), target.rs, none, nullptr, none, stats, g.bt};
     cecuda::RowArgs a{q,    Mat{ws("logits"), rowcuda::dt_code(DType::f32), 1, g.ldl, 1}, g.bias ? t("bias") : none, ra.target,
                       target.rs, none, none, none, nullptr, stats, none, 0, 0, pl.block_v, pl.ctas, pl.threads,
-                      pl.cache_bytes};
+                      pl.cache_bytes, pl.piped_bytes};
     if (bwd_) {
       a.dloss = t("dloss");
       a.g = Mat{ws("grad"), rowcuda::dt_code(g.g), 1, g.ldg, 1};

@@ -25,7 +25,9 @@ __global__ void __launch_bounds__(256) copy_kernel(CopyArgs a) {
         const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(a.src) + s);
         v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
       } else {
-        for (int i = 0; i < cnt; ++i) v[i] = ld_any(a.src, a.src_dtype, s + i);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (i < cnt) v[i] = ld_any(a.src, a.src_dtype, s + i);
       }
       const int64_t o = r * a.dst.rs + j * a.dst.cs;
       if (a.dst.vec && cnt == 4) {
@@ -39,7 +41,9 @@ __global__ void __launch_bounds__(256) copy_kernel(CopyArgs a) {
         }
         continue;
       }
-      for (int i = 0; i < cnt; ++i) st_any(a.dst.base, a.dst.dtype, o + i * a.dst.cs, v[i]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < cnt) st_any(a.dst.base, a.dst.dtype, o + i * a.dst.cs, v[i]);
     }
 }
 
