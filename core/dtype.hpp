@@ -1,6 +1,7 @@
 // Storage dtypes and exact round-to-nearest-even on the host, independent of the FPU
 // rounding mode (every floating operation used here is exact).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -106,6 +107,12 @@ inline double ulp(DType d, double x) {
 }
 /// Exact RNE of x to d.
 [[gnu::always_inline]] inline double round_to(DType d, double x) { return round_to(d, x, 0.0); }
+/// x rounded toward zero to d (planted faults and mutants: truncation where RNE is due).
+inline double round_toward_zero(DType d, double x) {
+  const double r = round_to(d, x);
+  if (std::isinf(r) && std::isfinite(x)) return std::copysign(max_finite(d), x);
+  return std::isfinite(r) && std::fabs(r) > std::fabs(x) ? r - std::copysign(ulp(d, x), x) : r;
+}
 
 /// Bits of a value representable in d (NaN becomes d's canonical quiet NaN).
 uint32_t encode(DType d, double representable);

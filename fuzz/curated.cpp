@@ -20,6 +20,10 @@ std::vector<CuratedCase> load_curated(const std::string& which) {
     if (!f) throw UsageError("cannot read curated file '" + which + "'");
     text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   }
+  return parse_curated(text, where);
+}
+
+std::vector<CuratedCase> parse_curated(const std::string& text, const std::string& where) {
   std::vector<CuratedCase> out;
   nlohmann::json j;
   try {

@@ -16,5 +16,7 @@ struct CuratedCase {
 /// "builtin" (fuzz/curated.json as built in), "none", or a file of the same form;
 /// throws UsageError naming the file and the entry that is malformed.
 std::vector<CuratedCase> load_curated(const std::string& which);
+/// The same from a file's text; `where` names it in errors.
+std::vector<CuratedCase> parse_curated(const std::string& text, const std::string& where);
 
 }  // namespace kv

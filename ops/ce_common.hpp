@@ -2,6 +2,7 @@
 // fused_linear_cross_entropy, and the loss/gradient drivers over rows.
 #pragma once
 #include "core/inputs.hpp"
+#include "core/mutant.hpp"
 #include "ops/op_base.hpp"
 #include "reference/cross_entropy.hpp"
 
@@ -56,6 +57,7 @@ typename P::T ce_weight_sum(const P& p, const CeParams& q, const DoubleBuf& targ
       [&](int64_t r, auto* s) {
         int64_t t = static_cast<int64_t>(target[r]);
         if (t != q.ignore_index) s[0].add(q.weighted ? p.c(w[t]) : p.c(1));
+        else if (KV_MUTANT_P(p, ce_mean_counts_ignored)) s[0].add(p.c(1));
       },
       [&](int, int64_t, const typename P::T& v) { out = v; });
   return out;
@@ -67,7 +69,7 @@ typename P::T ce_wbar(const P& p, const CeParams& q, const double* w) {
   if (!q.weighted) return p.c(1);
   auto s = p.sum();
   for (int64_t j = 0; j < q.v; ++j) s.add(p.c(w[j]));
-  return p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.v)));
+  return KV_MUTANT_P(p, ce_wbar_no_div) ? p.finish(s, "row") : p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.v)));
 }
 
 /// Rows whose target is not ignore_index.
@@ -95,7 +97,7 @@ void ce_emit_loss(const P& p, const CeParams& q, int64_t rows, const DoubleBuf& 
   if (!rs.all()) return;
   if (q.reduction == CeReduction::sum) return sink(0, 0, total);
   T wsum = ce_weight_sum(p, q, target, w);
-  if (numel_nonignored(q, target) == 0) return sink(0, 0, p.c(0));
+  if (numel_nonignored(q, target) == 0 && !KV_MUTANT_P(p, ce_all_ignored_nan)) return sink(0, 0, p.c(0));
   sink(0, 0, p.acc(total / wsum));
 }
 
@@ -105,7 +107,7 @@ typename P::T ce_scale(const P& p, const CeParams& q, const DoubleBuf& dloss, in
                        const typename P::T& wsum, bool any_valid) {
   if (q.reduction == CeReduction::none) return p.c(dloss[r]);
   if (q.reduction == CeReduction::sum) return p.c(dloss[0]);
-  return any_valid ? p.acc(p.c(dloss[0]) / wsum) : p.c(0);
+  return any_valid ? (KV_MUTANT_P(p, ce_b_mean_scale_missing) ? p.c(dloss[0]) : p.acc(p.c(dloss[0]) / wsum)) : p.c(0);
 }
 
 }  // namespace kv

@@ -92,7 +92,8 @@ class FlceOp : public PolicyOp<FlceOp> {
     const double* b = g.bias ? in["bias"].data() : nullptr;
     auto logits = [&](int64_t r) {
       std::vector<T> l(static_cast<size_t>(g.v));
-      flce_logits_row(p, g, x.data() + r * g.h, w.data(), b, l.data());
+      const int64_t xr = KV_MUTANT_P(p, fl_x_row_shift) ? (r + 1) % g.bt : r;  // the row whose x is read
+      flce_logits_row(p, g, x.data() + xr * g.h, w.data(), b, l.data());
       return l;
     };
     if (!bwd_) {
@@ -115,13 +116,18 @@ class FlceOp : public PolicyOp<FlceOp> {
           flce_round_grad(p, g, grad.data());
           flce_dx_row(p, g, grad.data(), w.data(), dx.data());
           for (int64_t k = 0; k < g.h; ++k) sink(0, r * g.h + k, dx[k]);
+          if (KV_MUTANT_P(p, fl_dw_skips_ignored) && static_cast<int64_t>(target[r]) == q.ignore_index) return;
+          const int64_t xr = KV_MUTANT_P(p, fl_dw_x_row_shift) ? (r + 1) % g.bt : r;  // the row whose x dW takes
           for (int64_t v = 0; v < g.v; ++v) {
-            for (int64_t k = 0; k < g.h; ++k) sums[v * g.h + k].add(p.acc(grad[v] * p.c(x[r * g.h + k])));
-            sums[vh + v].add(grad[v]);
+            for (int64_t k = 0; k < g.h; ++k) {
+              auto t = p.acc(grad[v] * p.c(x[xr * g.h + k]));
+              sums[v * g.h + k].add(KV_MUTANT_P(p, fl_dw_prod_bf16) ? p.mand(t, DType::bf16) : t);
+            }
+            if (!KV_MUTANT_P(p, fl_db_tail) || v + 1 < g.v) sums[vh + v].add(grad[v]);
           }
         },
         [&](int, int64_t j, const T& val) {
-          if (j < vh) sink(1, j, val);
+          if (j < vh) sink(1, KV_MUTANT_P(p, fl_dw_out_transposed) ? (j % g.h) * g.v + j / g.h : j, val);
           else if (g.bias) sink(2, j - vh, val);
         });
   }

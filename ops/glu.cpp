@@ -48,7 +48,7 @@ class GluOp : public PolicyOp<GluOp<Geglu>> {
     const int64_t n = cols(c);
     par_rows(rows(c), parallel, [&](int64_t r) {
       if (!rs.has(r)) return;
-      for (int64_t i = r * n; i < (r + 1) * n; ++i) {
+      for (int64_t i = r * n; i < (r + 1) * n - KV_MUTANT_P(p, glu_row_tail); ++i) {
         if (!bwd_) {
           sink(0, i, Geglu ? geglu_fwd(p, a[i], b[i]) : swiglu_fwd(p, a[i], b[i]));
           continue;

@@ -77,14 +77,15 @@ class RopeOp : public PolicyOp<RopeOp> {
       if (!rs.has(tok)) return;
       std::vector<double> cs(static_cast<size_t>(g.d)), sn(static_cast<size_t>(g.d));
       std::vector<typename P::T> y(static_cast<size_t>(g.d));
-      const bool real = tt.fill(tok, cs.data(), sn.data());
+      const int64_t at = KV_MUTANT_P(p, rope_token_shift) ? std::min(tok + 1, g.b * g.s - 1) : tok;
+      const bool real = tt.fill(at, cs.data(), sn.data()) || KV_MUTANT_P(p, rope_padding_rotated);
       for (int which = 0; which < 2; ++which) {
         const int64_t h = which == 0 ? g.hq : g.hk;
         const auto& x = which == 0 ? q : k;
-        for (int64_t head = 0; head < h; ++head) {
+        for (int64_t head = 0; head < h - KV_MUTANT_P(p, rope_last_head); ++head) {
           const int64_t base = (tok * h + head) * g.d;
-          if (!real) {
-            for (int64_t j = 0; j < g.d; ++j) sink(which, base + j, p.c(x[base + j]));
+          if (!real || (which == 1 && KV_MUTANT_P(p, rope_k_unrotated))) {
+            for (int64_t j = 0; j < g.d; ++j) sink(which, base + j, p.c(KV_MUTANT_P(p, rope_padding_zero) ? 0.0 : x[base + j]));
             continue;
           }
           rope_head(p, g.d, g.interleaved, bwd_, x.data() + base, cs.data(), sn.data(), y.data());

@@ -53,14 +53,20 @@ class RopeTableOp : public PolicyOp<RopeTableOp> {
   template <class P, class S>
   void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
     const int64_t d = c.shape[1];
-    const bool il = c.attr("layout") == "interleaved";
+    const bool il = c.attr("layout") == "interleaved" && !KV_MUTANT_P(p, rt_layout_ignored);
     const auto &pos = in["positions"], &inv = in["inv_freq"];
-    par_rows(c.shape[0], parallel, [&](int64_t s) {
+    const double pos_shift = KV_MUTANT_P(p, rt_pos_offset_twice) ? c.attr_real("pos_offset")
+                             : KV_MUTANT_P(p, rt_pos_off_by_one) ? 1.0 : 0.0;
+    par_rows(c.shape[0] - KV_MUTANT_P(p, rt_last_row), parallel, [&](int64_t s) {
       if (!rs.has(s)) return;
-      for (int64_t j = 0; j < d; ++j) {
-        auto a = rope_table_angle(p, pos[s], inv[rope_pair(j, d, il)]);
-        sink(0, s * d + j, p.cos(a));
-        sink(1, s * d + j, p.sin(a));
+      for (int64_t j = 0; j < d - KV_MUTANT_P(p, rt_last_col); ++j) {
+        const int64_t pair = KV_MUTANT_P(p, rt_pair_reversed) ? d / 2 - 1 - rope_pair(j, d, il) : rope_pair(j, d, il);
+        auto a = rope_table_angle(p, (KV_MUTANT_P(p, rt_pos_index) ? s : pos[s]) + pos_shift, inv[pair]);
+        auto cs = p.cos(a), sn = p.sin(a);
+        if (KV_MUTANT_P(p, rt_cos_sin_swapped)) std::swap(cs, sn);
+        sink(0, s * d + j, cs);
+        if (KV_MUTANT_P(p, rt_sin_negated)) sn = -sn;
+        sink(1, s * d + j, sn);
       }
     });
   }

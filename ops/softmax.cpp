@@ -56,11 +56,12 @@ class SoftmaxOp : public PolicyOp<SoftmaxOp> {
   void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
     const int64_t n = last_dim(c);
     if (numel(c.shape) == 0) return;
-    par_rows(rows(c), parallel, [&](int64_t r) {
+    par_rows(rows(c) - KV_MUTANT_P(p, sm_last_row), parallel, [&](int64_t r) {
       if (!rs.has(r)) return;
       std::vector<typename P::T> out(static_cast<size_t>(n));
-      if (bwd_) softmax_bwd_row(p, n, in["dy"].data() + r * n, in["y"].data() + r * n, out.data());
-      else softmax_fwd_row(p, n, in["x"].data() + r * n, out.data());
+      const int64_t at = KV_MUTANT_P(p, sm_row_stride) ? r * (n - 1) : r * n;  // where row r's inputs start
+      if (bwd_) softmax_bwd_row(p, n, in["dy"].data() + at, in["y"].data() + at, out.data());
+      else softmax_fwd_row(p, n, in["x"].data() + at, out.data());
       for (int64_t j = 0; j < n; ++j) sink(0, r * n + j, out[j]);
     });
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/mutant.hpp"
 
 namespace kv {
 
@@ -47,15 +48,18 @@ void ce_stats(const P& p, const CeParams& q, const X* x, CeRowStats<P>& st) {
   using T = typename P::T;
   st.z.resize(static_cast<size_t>(q.v));
   const T S = p.mand(p.c(q.softcap), DType::f32);
-  for (int64_t j = 0; j < q.v; ++j)
-    st.z[j] = q.softcap > 0 ? p.acc(S * p.tanh(p.acc(ce_lift(p, x[j]) / S))) : ce_lift(p, x[j]);
+  for (int64_t j = 0; j < q.v; ++j) {
+    const T xj = ce_lift(p, x[j]);
+    st.z[j] = q.softcap > 0 ? p.acc(S * p.tanh(KV_MUTANT_P(p, ce_softcap_mul) ? p.acc(xj * S) : p.acc(xj / S))) : xj;
+  }
   T m = st.z[0];
-  for (int64_t j = 1; j < q.v; ++j) m = p.max(m, st.z[j]);
+  for (int64_t j = 1; j < q.v - KV_MUTANT_P(p, ce_max_tail); ++j) m = p.max(m, st.z[j]);
+  if (KV_MUTANT_P(p, ce_no_max)) m = p.c(0);
   auto d = p.sum();
   st.e.resize(static_cast<size_t>(q.v));
   for (int64_t j = 0; j < q.v; ++j) {
     st.e[j] = p.exp(p.acc(st.z[j] - m));
-    d.add(st.e[j]);
+    if (!KV_MUTANT_P(p, ce_sum_tail) || j + 1 < q.v) d.add(st.e[j]);
   }
   st.m = m;
   st.d = p.finish(d, "row");
@@ -65,22 +69,25 @@ void ce_stats(const P& p, const CeParams& q, const X* x, CeRowStats<P>& st) {
 template <class P, class X>
 typename P::T ce_row_loss(const P& p, const CeParams& q, const X* x, const double* w, int64_t t) {
   using T = typename P::T;
-  if (t == q.ignore_index) return p.c(0);
+  if (t == q.ignore_index) {
+    if (!KV_MUTANT_P(p, ce_ignore_as_class0)) return p.c(0);
+    t = 0;
+  }
   CeRowStats<P> st;
   ce_stats(p, q, x, st);
-  T loss = p.acc(st.lse - st.z[t]);
+  T loss = KV_MUTANT_P(p, ce_loss_sign) ? p.acc(st.z[t] - st.lse) : p.acc(st.lse - st.z[t]);
   if (q.weighted) loss = p.acc(p.c(w[t]) * loss);
   const T LS = p.mand(p.c(q.ls), DType::f32), ZL = p.mand(p.c(q.zl), DType::f32);
   if (q.ls > 0) {
     auto s = p.sum();
     for (int64_t j = 0; j < q.v; ++j) {
       T d = p.acc(st.lse - st.z[j]);
-      s.add(q.weighted ? p.acc(p.c(w[j]) * d) : d);
+      s.add(q.weighted && !KV_MUTANT_P(p, ce_ls_unweighted) ? p.acc(p.c(w[j]) * d) : d);
     }
-    T smooth = p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.v)));
+    T smooth = p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.v - KV_MUTANT_P(p, ce_ls_over_v_minus_1))));
     loss = p.acc(p.acc(p.acc(p.c(1) - LS) * loss) + p.acc(LS * smooth));
   }
-  if (q.zl > 0) loss = p.acc(loss + p.acc(ZL * p.acc(st.lse * st.lse)));
+  if (q.zl > 0) loss = p.acc(loss + p.acc(ZL * (KV_MUTANT_P(p, ce_zloss_not_squared) ? st.lse : p.acc(st.lse * st.lse))));
   return loss;
 }
 
@@ -90,26 +97,30 @@ template <class P, class X>
 void ce_row_grad(const P& p, const CeParams& q, const X* x, const double* w, int64_t t,
                  const typename P::T& wbar, const typename P::T& scale, typename P::T* g) {
   using T = typename P::T;
-  if (t == q.ignore_index) {
+  if (t == q.ignore_index && !KV_MUTANT_P(p, ce_ignore_as_class0)) {
     for (int64_t j = 0; j < q.v; ++j) g[j] = p.c(0);
     return;
   }
+  if (t == q.ignore_index) t = 0;
   CeRowStats<P> st;
   ce_stats(p, q, x, st);
   const T den = st.d;
   const T LS = p.mand(p.c(q.ls), DType::f32), ZL = p.mand(p.c(q.zl), DType::f32);
   const T S = p.mand(p.c(q.softcap), DType::f32), V = p.c(static_cast<double>(q.v));
-  const T zlse2 = p.acc(p.acc(p.c(2) * ZL) * st.lse);
+  const T zlse2 = p.acc(p.acc(p.c(KV_MUTANT_P(p, ce_b_zloss_no_2) ? 1 : 2) * ZL) * st.lse);
   for (int64_t j = 0; j < q.v; ++j) {
     T pj = p.acc(st.e[j] / den);
     T gj = j == t ? p.acc(pj - p.c(1)) : pj;
-    if (q.weighted) gj = p.acc(p.c(w[t]) * gj);
+    if (j == t && KV_MUTANT_P(p, ce_b_no_minus_one)) gj = pj;
+    if (j == t && KV_MUTANT_P(p, ce_b_pt_bf16)) gj = p.acc(p.mand(pj, DType::bf16) - p.c(1));
+    if (q.weighted) gj = p.acc(p.c(w[KV_MUTANT_P(p, ce_b_weight_index) ? j : t]) * gj);
     if (q.ls > 0) {
       T sm = q.weighted ? p.acc(p.acc(pj * wbar) - p.acc(p.c(w[j]) / V)) : p.acc(pj - p.acc(p.c(1) / V));
+      if (KV_MUTANT_P(p, ce_b_ls_sign) && !q.weighted) sm = p.acc(pj + p.acc(p.c(1) / V));
       gj = p.acc(p.acc(p.acc(p.c(1) - LS) * gj) + p.acc(LS * sm));
     }
     if (q.zl > 0) gj = p.acc(gj + p.acc(zlse2 * pj));
-    if (q.softcap > 0) {
+    if (q.softcap > 0 && !KV_MUTANT_P(p, ce_b_softcap_factor)) {
       T th = p.tanh(p.acc(ce_lift(p, x[j]) / S));
       gj = p.acc(gj * p.acc(p.c(1) - p.acc(th * th)));
     }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/mutant.hpp"
 #include "reference/cross_entropy.hpp"
 
 namespace kv {
@@ -34,9 +35,11 @@ void flce_logits_row(const P& p, const FlceGeom& g, const double* x, const doubl
                      typename P::T* out) {
   for (int64_t v = 0; v < g.v; ++v) {
     auto s = p.sum();
-    for (int64_t k = 0; k < g.h; ++k) s.add(p.acc(p.c(x[k]) * p.c(w[v * g.h + k])));
+    for (int64_t k = 0; k < g.h - KV_MUTANT_P(p, fl_h_tail); ++k)
+      s.add(p.acc(p.c(x[k]) * p.c(w[KV_MUTANT_P(p, fl_w_transposed) ? k * g.v + v : v * g.h + k])));
     out[v] = p.finish(s, "h");
-    if (g.bias) out[v] = p.acc(out[v] + p.c(b[v]));
+    if (g.bias && !KV_MUTANT_P(p, fl_bias_dropped)) out[v] = p.acc(out[v] + p.c(b[v]));
+    if (KV_MUTANT_P(p, fl_logits_bf16)) out[v] = p.mand(out[v], DType::bf16);
   }
 }
 
@@ -45,8 +48,10 @@ template <class P>
 void flce_dx_row(const P& p, const FlceGeom& g, const typename P::T* grad, const double* w, typename P::T* dx) {
   for (int64_t k = 0; k < g.h; ++k) {
     auto s = p.sum();
-    for (int64_t v = 0; v < g.v; ++v) s.add(p.acc(grad[v] * p.c(w[v * g.h + k])));
+    for (int64_t v = 0; v < g.v - KV_MUTANT_P(p, fl_dx_v_tail); ++v)
+      s.add(p.acc(grad[v] * p.c(w[KV_MUTANT_P(p, fl_dx_w_transposed) ? k * g.v + v : v * g.h + k])));
     dx[k] = p.finish(s, "v");
+    if (KV_MUTANT_P(p, fl_dx_sign)) dx[k] = -dx[k];
   }
 }
 

@@ -5,9 +5,11 @@
 // dx = (wdy - (xhat*c1 + c2)) * rstd; dW = sum dy*xhat, dB = sum dy over rows.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/mutant.hpp"
 
 namespace kv {
 
@@ -17,16 +19,26 @@ void layer_norm_fwd_row(const P& p, int64_t n, double eps, const double* x, cons
   using T = typename P::T;
   const T N = p.c(static_cast<double>(n));
   auto s = p.sum();
-  for (int64_t j = 0; j < n; ++j) s.add(p.c(x[j]));
+  for (int64_t j = 0; j < n - KV_MUTANT_P(p, ln_mean_tail); ++j) s.add(p.c(x[j]));
   T mean = p.acc(p.finish(s, "row") / N);
+  if (KV_MUTANT_P(p, ln_mean_bf16)) mean = p.mand(mean, DType::bf16);
   auto v = p.sum();
   for (int64_t j = 0; j < n; ++j) {
     y[j] = p.acc(p.c(x[j]) - mean);  // d_j, kept for the output pass
     v.add(p.acc(y[j] * y[j]));
   }
-  T var = p.acc(p.finish(v, "row") / N);
-  T rstd = p.rsqrt(p.acc(var + p.mand(p.c(eps), DType::f32)));
-  for (int64_t j = 0; j < n; ++j) y[j] = p.acc(p.acc(p.acc(y[j] * rstd) * p.c(w[j])) + p.c(b[j]));
+  T var = p.acc(p.finish(v, "row") / (KV_MUTANT_P(p, ln_var_bessel) ? p.c(n - 1.0) : N));
+  if (KV_MUTANT_P(p, ln_var_one_pass)) {  // E[x^2] - mean^2
+    auto q = p.sum();
+    for (int64_t j = 0; j < n; ++j) q.add(p.acc(p.c(x[j]) * p.c(x[j])));
+    var = p.acc(p.acc(p.finish(q, "row") / N) - p.acc(mean * mean));
+  }
+  const T e = p.mand(p.c(eps), DType::f32);
+  T rstd = p.rsqrt(p.acc(var + (KV_MUTANT_P(p, ln_eps_dropped) ? p.c(0) : e)));
+  if (KV_MUTANT_P(p, ln_eps_outside_sqrt)) rstd = p.acc(p.c(1) / p.acc(p.acc(p.c(1) / p.rsqrt(var)) + e));
+  if (KV_MUTANT_P(p, ln_w_b_swapped)) std::swap(w, b);
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = p.acc(p.acc(p.acc(y[j] * rstd) * p.c(w[j])) + p.c(KV_MUTANT_P(p, ln_bias_dropped) ? 0.0 : b[j]));
   mean_out = mean;
   rstd_out = rstd;
 }
@@ -40,15 +52,21 @@ void layer_norm_bwd_row(const P& p, int64_t n, const double* dy, const double* x
   auto s1 = p.sum(), s2 = p.sum();
   std::vector<T> xhat(static_cast<size_t>(n)), wdy(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) {
-    xhat[j] = p.acc(p.acc(p.c(x[j]) - M) * R);
-    wdy[j] = p.acc(p.c(w[j]) * p.c(dy[j]));
+    const T d = KV_MUTANT_P(p, ln_b_mean_sign) ? p.acc(p.c(x[j]) + M) : p.acc(p.c(x[j]) - M);
+    xhat[j] = KV_MUTANT_P(p, ln_b_xhat_no_rstd) ? d : p.acc(d * R);
+    wdy[j] = KV_MUTANT_P(p, ln_b_wdy_no_w) ? p.c(dy[j]) : p.acc(p.c(w[j]) * p.c(dy[j]));
     s1.add(p.acc(xhat[j] * wdy[j]));
-    s2.add(wdy[j]);
-    dw[j].add(p.acc(p.c(dy[j]) * xhat[j]));
-    db[j].add(p.c(dy[j]));
+    s2.add(KV_MUTANT_P(p, ln_b_c2_of_dy) ? p.c(dy[j]) : wdy[j]);
+    dw[j].add(p.acc((KV_MUTANT_P(p, ln_b_dw_of_wdy) ? wdy[j] : p.c(dy[j])) * xhat[j]));
+    if (!KV_MUTANT_P(p, ln_b_db_last_col) || j + 1 < n) db[j].add(p.c(dy[j]));
   }
   T c1 = p.acc(p.finish(s1, "row") / N), c2 = p.acc(p.finish(s2, "row") / N);
-  for (int64_t j = 0; j < n; ++j) dx[j] = p.acc(p.acc(wdy[j] - p.acc(p.acc(xhat[j] * c1) + c2)) * R);
+  if (KV_MUTANT_P(p, ln_b_c1_dropped)) c1 = p.c(0);
+  if (KV_MUTANT_P(p, ln_b_c2_dropped)) c2 = p.c(0);
+  for (int64_t j = 0; j < n; ++j) {
+    const T g = p.acc(wdy[j] - p.acc(p.acc(xhat[j] * c1) + c2));
+    dx[j] = KV_MUTANT_P(p, ln_b_dx_no_rstd) ? g : p.acc(g * R);
+  }
 }
 
 }  // namespace kv

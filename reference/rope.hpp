@@ -8,6 +8,9 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype.hpp"
+#include "core/mutant.hpp"
+
 namespace kv {
 
 inline int64_t rope_partner(int64_t j, int64_t d, bool interleaved) {
@@ -21,12 +24,20 @@ inline int64_t rope_pair(int64_t j, int64_t d, bool interleaved) { return interl
 template <class P>
 void rope_head(const P& p, int64_t d, bool interleaved, bool bwd, const double* x, const double* c, const double* s,
                typename P::T* y) {
+  if (KV_MUTANT_P(p, rope_layout_ignored)) interleaved = false;
   for (int64_t j = 0; j < d; ++j) {
-    const int64_t q = rope_partner(j, d, interleaved);
+    const int64_t q = KV_MUTANT_P(p, rope_partner_mirror) ? d - 1 - j : rope_partner(j, d, interleaved);
     const bool first = rope_first(j, d, interleaved);
-    auto a = p.acc(p.c(x[j]) * p.c(c[j]));
-    auto b = p.acc(p.c(x[q]) * p.c(bwd ? s[q] : s[j]));
-    y[j] = (first != bwd) ? p.acc(a - b) : p.acc(a + b);
+    if (KV_MUTANT_P(p, rope_first_half_only) && !first) {
+      y[j] = p.c(x[j]);
+      continue;
+    }
+    auto a = KV_MUTANT_P(p, rope_no_cos) ? p.c(x[j]) : p.acc(p.c(x[j]) * p.c(c[j]));
+    if (KV_MUTANT_P(p, rope_product_bf16)) a = p.mand(a, DType::bf16);
+    auto b = p.acc(p.c(x[KV_MUTANT_P(p, rope_partner_self) ? j : q]) * p.c(bwd && !KV_MUTANT_P(p, rope_bwd_sin_own) ? s[q] : s[j]));
+    if (KV_MUTANT_P(p, rope_no_sin)) b = p.c(0);
+    const bool minus = KV_MUTANT_P(p, rope_bwd_as_fwd) ? first : first != bwd;
+    y[j] = minus != KV_MUTANT_P(p, rope_sign) ? p.acc(a - b) : p.acc(a + b);
   }
 }
 

@@ -5,7 +5,6 @@
 // op applies to its case or inputs before computing.
 #pragma once
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -85,8 +84,7 @@ class HostImpl : public Impl {
     hp.faults = fault_.policy;
     auto sink = [&](int o, int64_t i, double v) {
       TensorView& t = outs[static_cast<size_t>(o)];
-      if (fault_.truncate && t.desc.dtype != DType::f32) return store_truncated(t, i, v);
-      t.store(i, v);
+      t.store(i, fault_.truncate ? round_toward_zero(t.desc.dtype, v) : v);
     };
     op_.compute(c, in, hp, sink, RowSet{}, true);
   }
@@ -96,17 +94,6 @@ class HostImpl : public Impl {
   std::string name_;
   HostFault fault_;
   bool test_only_;
-
-  static void store_truncated(TensorView& t, int64_t i, double v) {
-    float f = static_cast<float>(v);  // v is an fp32 number: exact
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    if (t.desc.dtype == DType::bf16 && !std::isnan(f)) return t.set_bits(i, b >> 16);
-    // fp16: RN's result stepped back one spacing of v's binade where it rounded away from 0.
-    double r = round_to(t.desc.dtype, v);
-    if (std::isfinite(r) && std::fabs(r) > std::fabs(v)) r -= std::copysign(ulp(t.desc.dtype, v), v);
-    t.store(i, r);
-  }
 };
 
 /// Registers the binding D and its host impl, forward and backward (or the given

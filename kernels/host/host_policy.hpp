@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/mutant.hpp"
 
 namespace kv {
 
@@ -29,11 +30,14 @@ struct HostPolicy {
   HostFaults faults;
 
   T c(double v) const { return v; }
-  T acc(T x) const { return round_to(faults.bf16_accumulation ? DType::bf16 : acc_dt, x); }
+  T acc(T x) const {
+    if (KV_MUTANT(pol_acc_rz)) return round_toward_zero(acc_dt, x);
+    return round_to(faults.bf16_accumulation ? DType::bf16 : acc_dt, x);
+  }
   T mand(T x, DType d) const { return round_to(d, x); }
   T fn(double v) const { return round_to(DType::f32, v); }
   T rsqrt(T x) const { return fn(1.0 / std::sqrt(x)); }
-  T exp(T x) const { return fn(std::exp(x)); }
+  T exp(T x) const { return KV_MUTANT(pol_exp_bf16) ? round_to(DType::bf16, std::exp(x)) : fn(std::exp(x)); }
   T log(T x) const { return fn(std::log(x)); }
   T tanh(T x) const { return fn(std::tanh(x)); }
   T sin(T x) const { return fn(std::sin(x)); }
@@ -62,12 +66,12 @@ struct HostPolicy {
     double total() const {
       std::vector<double> l = lane;
       for (size_t w = 1; w < l.size(); w *= 2)
-        for (size_t i = 0; i + w < l.size(); i += 2 * w) l[i] = p->acc(l[i] + l[i + w]);
+        for (size_t i = 0; i + w < l.size() - KV_MUTANT(pol_tree_last_lane); i += 2 * w) l[i] = p->acc(l[i] + l[i + w]);
       return l.empty() ? 0.0 : l[0];
     }
     /// Another partial sum added after this one's lanes are combined (chunk merges).
     void merge(const Sum& o) {
-      double a = total(), b = o.total();
+      double a = total(), b = KV_MUTANT(pol_merge_drops) && n > 0 ? 0.0 : o.total();
       lane.assign(1, p->acc(a + b));
       n = 1;
     }
@@ -75,5 +79,10 @@ struct HostPolicy {
   Sum sum() const { return Sum{this, {}, 0, 0, false}; }
   T finish(const Sum& s, const char*) const { return s.total(); }
 };
+
+#ifdef KV_MUTANTS
+template <>
+inline constexpr bool kMutablePolicy<HostPolicy> = true;
+#endif
 
 }  // namespace kv

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "core/mutant.hpp"
 #include "kernels/rms_norm/contract.hpp"
 #include "kv_build_info.hpp"
 
@@ -103,7 +104,7 @@ class HostRmsNorm : public Impl {
     for (int64_t pos = 0; pos < n; ++pos) lane[pos % T] = add(lane[pos % T], terms[idx[pos]]);
     for (int64_t width = int64_t(1) << log2_ceil(T); width > 1; width /= 2)
       for (int64_t l = 0; l < width / 2; ++l)
-        if (l + width / 2 < T) lane[l] = add(lane[l], lane[l + width / 2]);
+        if (l + width / 2 < T - KV_MUTANT(rms_h_tree_last_lane)) lane[l] = add(lane[l], lane[l + width / 2]);
     return lane[0];
   }
 
@@ -111,7 +112,8 @@ class HostRmsNorm : public Impl {
                 const std::vector<int64_t>& idx) const {
     std::vector<float> sq(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {
-      float v = static_cast<float>(x.get(row * n + j));
+      float v = static_cast<float>(KV_MUTANT(rms_h_x_via_bf16) ? round_to(DType::bf16, x.get(row * n + j))
+                                                                : x.get(row * n + j));
       sq[j] = ar(v * v);
     }
     if (bug_ == RmsBug::drop_last_square) sq[n - 1] = 0.0f;
@@ -119,8 +121,10 @@ class HostRmsNorm : public Impl {
     if (bug_ == RmsBug::drop_tail && n > lanes) std::fill(sq.begin() + (n - n % lanes), sq.end(), 0.0f);
     float s = block_sum(sq, idx, lanes, ar, bug_ == RmsBug::bf16_accumulation);
     float denom = static_cast<float>(bug_ == RmsBug::divide_by_n_minus_1 ? std::max<int64_t>(n - 1, 1) : n);
-    float ms = ar(s / denom);
-    float eps = ar(static_cast<float>(round_to(ar.lowp ? ar.d : DType::f32, c.attr_real("eps"))));
+    float ms = ar(KV_MUTANT(rms_h_no_mean) ? s : s / denom);
+    const DType eps_dt = KV_MUTANT(rms_h_eps_bf16) ? DType::bf16 : ar.lowp ? ar.d : DType::f32;
+    float eps = ar(static_cast<float>(round_to(eps_dt, c.attr_real("eps"))));
+    if (KV_MUTANT(rms_h_eps_dropped)) eps = 0.0f;
     if (bug_ == RmsBug::eps_outside_sqrt) return ar(1.0f / ar(ar(std::sqrt(ms)) + eps));
     return ar(1.0f / std::sqrt(ar(ms + eps)));  // rsqrt in float, then one rounding (mode none)
   }
@@ -166,7 +170,7 @@ class HostRmsNorm : public Impl {
     const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
     const Arith ar = arith(c);
     const bool llama = c.attr("mode") == "llama" && bug_ != RmsBug::gemma_for_llama;
-    const float off = static_cast<float>(c.attr_real("offset"));
+    const float off = KV_MUTANT(rms_h_offset_dropped) ? 0.0f : static_cast<float>(c.attr_real("offset"));
     std::vector<float> wp(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) wp[j] = ar(off + static_cast<float>(w.get(j)));
     for (int64_t r = 0; r < rows; ++r) {
@@ -174,7 +178,8 @@ class HostRmsNorm : public Impl {
       store(rs, r, rstd);
       for (int64_t j = 0; j < n; ++j) {
         float xr = ar(static_cast<float>(x.get(r * n + j)) * rstd);
-        if (llama) xr = round_x(xr, c);
+        if (llama)
+          xr = KV_MUTANT(rms_h_llama_rz) ? static_cast<float>(round_toward_zero(c.dtypes.at("x"), xr)) : round_x(xr, c);
         store(y, r * n + j, ar(xr * wp[j]));
       }
     }
@@ -187,7 +192,7 @@ class HostRmsNorm : public Impl {
     const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
     const Arith ar = arith(c);
     const bool llama = c.attr("mode") == "llama" && bug_ != RmsBug::gemma_for_llama;
-    const bool m_round = c.attr("m_rounding") == "x_dtype";
+    const bool m_round = c.attr("m_rounding") == "x_dtype" && !KV_MUTANT(rms_h_m_rounding_ignored);
     const float off = static_cast<float>(c.attr_real("offset"));
     const int64_t lanes = 32 * c.config_int("num_warps", 4), parts = partials(c, p);
     const int64_t per_part = ceil_div(std::max<int64_t>(rows, 1), parts);
@@ -195,6 +200,8 @@ class HostRmsNorm : public Impl {
     std::fill(part, part + parts * n, 0.0f);
     std::vector<float> wp(static_cast<size_t>(n)), m(static_cast<size_t>(n)), mx(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) wp[j] = ar(off + static_cast<float>(w.get(j)));
+    if (KV_MUTANT(rms_h_wprime_lowp))
+      for (auto& v : wp) v = round_x(v, c);
     // Rows visit the partial buffers in `order`; a row's partial is fixed by its position.
     std::vector<int64_t> row_order = order(c, rows, 0x5157);
     for (int64_t pos = 0; pos < rows; ++pos) {
@@ -203,27 +210,33 @@ class HostRmsNorm : public Impl {
       for (int64_t j = 0; j < n; ++j) {
         float xv = static_cast<float>(x.get(r * n + j));
         // x_dtype: one rounding of the exact product (exact in double: 24 + 24 bits).
-        m[j] = m_round ? round_x(dy.get(r * n + j) * static_cast<double>(wp[j]), c)
-                       : ar(static_cast<float>(dy.get(r * n + j)) * wp[j]);
+        const double dyw = dy.get(r * n + j) * static_cast<double>(KV_MUTANT(rms_h_m_no_w) ? 1.0f : wp[j]);
+        m[j] = m_round ? round_x(KV_MUTANT(rms_h_m_double_rounding) ? static_cast<float>(dyw) : dyw, c)
+                       : ar(static_cast<float>(dyw));
         mx[j] = ar(m[j] * xv);
       }
       float s = block_sum(mx, order(c, n, static_cast<uint64_t>(r)), lanes, ar, false);
-      float cc = ar(ar(ar(rstd * rstd) * rstd) * ar(s / static_cast<float>(n)));
+      float r3 = KV_MUTANT(rms_h_c_rstd_squared) ? ar(rstd * rstd) : ar(ar(rstd * rstd) * rstd);
+      float cc = ar(r3 * ar(KV_MUTANT(rms_h_c_no_mean) ? s : s / static_cast<float>(n)));
       bool skip_dw = bug_ == RmsBug::drop_last_dw_row && r == rows - 1;
       float* pp = part + (pos / per_part) * n;
       for (int64_t j = 0; j < n; ++j) {
         // dy is read before dx is stored: dx may be written into dy's storage (in place).
         float xv = static_cast<float>(x.get(r * n + j)), dyv = static_cast<float>(dy.get(r * n + j));
-        float t = ar(xv * rstd);
-        if (llama) t = round_x(t, c);
+        float t = KV_MUTANT(rms_h_dw_no_rstd) ? xv : ar(xv * rstd);
+        if (llama && !KV_MUTANT(rms_h_dw_llama_unrounded)) t = round_x(t, c);
         if (!skip_dw) pp[j] = pp[j] + ar(dyv * t);  // fp32 accumulation in every mode
-        store(dx, r * n + j, ar(ar(rstd * m[j]) - ar(cc * xv)));
+        const float a = ar(rstd * m[j]), b = ar(cc * xv);
+        store(dx, r * n + j, ar(KV_MUTANT(rms_h_dx_sign) ? a + b : a - b));
       }
     }
-    // Second stage: the partials summed serially in order.
+    // Second stage: the partials summed serially in order. (Mutants: the last partial left
+    // out; an order that changes from run to run, as atomics would give.)
+    const int64_t rot = KV_MUTANT(rms_h_dw_run_order) ? static_cast<int64_t>(std::random_device{}() % parts) : 0;
     for (int64_t j = 0; j < n; ++j) {
       float s = 0.0f;
-      for (int64_t q = 0; q < parts; ++q) s = s + part[q * n + j];
+      for (int64_t q = 0; q < parts - KV_MUTANT(rms_h_dw_last_partial); ++q)
+        s = s + part[(KV_MUTANT(rms_h_dw_run_order) ? (q + rot) % parts : q) * n + j];
       store(dw, j, s);
     }
     plant_output_fault(dx);
