@@ -11,7 +11,9 @@ DIST=${DIST:-.dist}
 OUT=${OUT:-out/mutation-cuda}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/machine.txt" 2>&1
-"$DIST/kverify-mutate" --device cuda --sanitize racecheck --out "$OUT" "$@" > "$OUT/run.log" 2>&1
+# TIMEOUT bounds the run; the report is rewritten after each mutant, so a cut run keeps
+# what it found.
+timeout "${TIMEOUT:-100000}" "$DIST/kverify-mutate" --device cuda --sanitize racecheck --out "$OUT" "$@" > "$OUT/run.log" 2>&1
 code=$?
 tail -n 25 "$OUT/run.log"
 exit $code

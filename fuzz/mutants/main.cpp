@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
     bool list = false;
     CLI::App app{"kverify-mutate: run the mutation suite (fuzz/mutants/catalog.def) and report kill rates per op"};
     app.add_flag("--list", list, "list the mutants and exit");
+    app.add_flag("--list-cases", o.list_cases, "list the cases a run would use (normalized) and exit");
     app.add_option("--device", o.device, "host or cuda: the impls whose mutants run (default host)")
         ->check(CLI::IsMember({"host", "cuda"}));
     app.add_option("--op", o.families, "op family to run, e.g. softmax (repeatable; default: all)");

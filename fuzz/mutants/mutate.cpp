@@ -173,9 +173,6 @@ json read_json_file(const std::string& path) {
 }  // namespace
 
 int run_mutation(const MutateOptions& o) {
-  Common common;
-  common.device = o.device;
-  const RunEnv env = make_env(common);
   std::vector<const MutantDef*> mutants;
   for (auto& m : mutant_catalog()) {
     const bool named = o.mutants.empty() || std::count(o.mutants.begin(), o.mutants.end(), m.name);
@@ -196,6 +193,13 @@ int run_mutation(const MutateOptions& o) {
   po.device = o.device;
   po.families = families;
   std::vector<PoolCase> pool = build_pool(po);
+  if (o.list_cases) {
+    for (auto& p : pool) std::cout << p.source << (p.repeat > 1 ? " x" + std::to_string(p.repeat) : "") << "  " << p.c.str() << "\n";
+    return 0;
+  }
+  Common common;
+  common.device = o.device;
+  const RunEnv env = make_env(common);
   std::cout << "kverify-mutate: " << mutants.size() << " mutants, " << pool.size() << " cases on " << env.device.name
             << "\n" << std::flush;
 
@@ -236,6 +240,7 @@ int run_mutation(const MutateOptions& o) {
                              : "SURVIVED " + std::to_string(u.cases_run) + " cases")
                 << "\n" << std::flush;
       rep.units.push_back(std::move(u));
+      write_mutation_report(o.out, rep);  // after each unit: an interrupted run keeps what it found
     }
   write_mutation_report(o.out, rep);
   std::cout << "report: " << (std::filesystem::path(o.out) / "mutation.md").string() << "\n";

@@ -23,6 +23,7 @@ struct MutateOptions {
   bool expect_killed = false;  // exit 1 when a mutant survives
   std::string expect_survivors;  // a mutation.json: exit 1 unless exactly its survivors survive
   std::string command;         // the command line, for the report
+  bool list_cases = false;     // print the pool (normalized) and stop: no device needed
 };
 
 /// Runs the suite; 0, or 1 where the baseline (no mutant) fails a targeted case or the
