@@ -113,10 +113,11 @@ struct RunContext {
   std::map<std::string, int64_t> baseline_sanitizer;
 };
 
-/// Sanitizer errors of a case in a worker of the current KV_MUTANT; -1 when every tool skipped.
-int64_t sanitizer_errors_of(const RunContext& cx, const PoolCase& pc, json& detail) {
+/// Sanitizer errors of a case in a worker of the current KV_MUTANT (named `who`: logs go
+/// to OUT/sanitizer/<who>/); -1 when every tool skipped.
+int64_t sanitizer_errors_of(const RunContext& cx, const PoolCase& pc, const std::string& who, json& detail) {
   detail = sanitize_case(pc.c, cx.env, worker_args(cx.env), cx.o.timeout_s, cx.o.sanitize,
-                         (std::filesystem::path(cx.o.out) / "sanitizer").string());
+                         (std::filesystem::path(cx.o.out) / "sanitizer" / who).string());
   bool any = false;
   for (auto& [t, r] : detail.items()) any = any || r.contains("errors");
   return any ? sanitizer_errors(detail) : -1;
@@ -146,11 +147,11 @@ MutationUnit run_unit(RunContext& cx, const MutantDef& m, const std::string& fam
     for (size_t i = 0; i < cases.size() && kill.how.empty() && !cx.o.sanitize.empty(); ++i) {
       const PoolCase& pc = *cases[i];
       json d;
-      if (!ops_done.insert(pc.c.op).second || sanitizer_errors_of(cx, pc, d) <= 0) continue;
+      if (!ops_done.insert(pc.c.op).second || sanitizer_errors_of(cx, pc, m.name, d) <= 0) continue;
       if (!cx.baseline_sanitizer.count(pc.c.str())) {
         MutantEnv none("");
         json bd;
-        cx.baseline_sanitizer[pc.c.str()] = sanitizer_errors_of(cx, pc, bd);
+        cx.baseline_sanitizer[pc.c.str()] = sanitizer_errors_of(cx, pc, "unmutated", bd);
       }
       if (cx.baseline_sanitizer[pc.c.str()] == 0) kill = Outcome{"sanitizer", d.dump(), &pc, json()}, u.killed_at = i + 1;
     }
