@@ -113,9 +113,10 @@ class FlceOp : public PolicyOp<FlceOp> {
           std::vector<T> grad(static_cast<size_t>(g.v)), dx(static_cast<size_t>(g.h));
           ce_row_grad(p, q, l.data(), nullptr, static_cast<int64_t>(target[r]), wbar,
                       ce_scale(p, q, in["dloss"], r, wsum, any), grad.data());
-          flce_round_grad(p, g, grad.data());
+          if (!KV_MUTANT_P(p, fl_grad_rounding_ignored)) flce_round_grad(p, g, grad.data());
           flce_dx_row(p, g, grad.data(), w.data(), dx.data());
-          for (int64_t k = 0; k < g.h; ++k) sink(0, r * g.h + k, dx[k]);
+          const int64_t dr = KV_MUTANT_P(p, fl_dx_row_shift) ? (r + 1) % g.bt : r;  // the row dx is written to
+          for (int64_t k = 0; k < g.h; ++k) sink(0, dr * g.h + k, dx[k]);
           if (KV_MUTANT_P(p, fl_dw_skips_ignored) && static_cast<int64_t>(target[r]) == q.ignore_index) return;
           const int64_t xr = KV_MUTANT_P(p, fl_dw_x_row_shift) ? (r + 1) % g.bt : r;  // the row whose x dW takes
           for (int64_t v = 0; v < g.v; ++v) {

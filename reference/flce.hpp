@@ -39,6 +39,7 @@ void flce_logits_row(const P& p, const FlceGeom& g, const double* x, const doubl
       s.add(p.acc(p.c(x[k]) * p.c(w[KV_MUTANT_P(p, fl_w_transposed) ? k * g.v + v : v * g.h + k])));
     out[v] = p.finish(s, "h");
     if (g.bias && !KV_MUTANT_P(p, fl_bias_dropped)) out[v] = p.acc(out[v] + p.c(b[v]));
+    if (g.bias && KV_MUTANT_P(p, fl_bias_twice)) out[v] = p.acc(out[v] + p.c(b[v]));
     if (KV_MUTANT_P(p, fl_logits_bf16)) out[v] = p.mand(out[v], DType::bf16);
   }
 }
