@@ -24,9 +24,9 @@ uint8_t* payload(const DevView& v) {
   return static_cast<uint8_t*>(v.base) + v.desc.offset * static_cast<int64_t>(dtype_size(v.desc.dtype));
 }
 
-/// Whether a q/k tensor's 16-byte chunks are whole and aligned (see ropecuda::Heads), given
-/// its first element's address modulo 16.
-bool chunks_aligned(const TensorDesc& d, uintptr_t addr, bool interleaved) {
+}  // namespace
+
+bool rope_whole_chunks(const TensorDesc& d, uintptr_t addr, bool interleaved) {
   const auto st = d.effective_strides();
   const int64_t esz = static_cast<int64_t>(dtype_size(d.dtype)), span = interleaved ? d.shape[3] : d.shape[3] / 2;
   if (st[3] != 1 || addr % 16 != 0 || (span * esz) % 16 != 0) return false;
@@ -34,6 +34,8 @@ bool chunks_aligned(const TensorDesc& d, uintptr_t addr, bool interleaved) {
     if (d.shape[i] > 1 && (st[i] * esz) % 16 != 0) return false;
   return true;
 }
+
+namespace {
 
 class CudaRope : public CudaImpl {
  public:
@@ -98,7 +100,7 @@ class CudaRope : public CudaImpl {
         const DevView& v = d.t.at(o ? out[t] : in[t]);
         const auto st = v.desc.effective_strides();
         (o ? a.out : a.in)[t] = ropecuda::Heads{payload(v), st[0], st[1], st[2], st[3]};
-        vec = vec && chunks_aligned(v.desc, reinterpret_cast<uintptr_t>(payload(v)), g.interleaved);
+        vec = vec && rope_whole_chunks(v.desc, reinterpret_cast<uintptr_t>(payload(v)), g.interleaved);
       }
     a.heads[0] = g.hq, a.heads[1] = g.hk;
     a.b = g.b, a.s = g.s, a.d = g.d;

@@ -66,12 +66,17 @@ __device__ __forceinline__ bool positions(const Args& a, int64_t b, int64_t s64,
   return true;
 }
 
+/// Where pair p of a head is staged: pair t of unit c at t*units + c, so the lanes of a
+/// quarter warp, which hold neighbouring units, read neighbouring float4s (no bank
+/// conflict); ppu pairs per unit.
+__device__ __forceinline__ int slot(int p, int ppu, int units) { return (p % ppu) * units + p / ppu; }
+
 /// Stages token (b, s)'s cos and sin in shared memory, one float4 per pair p of a head:
 /// {c_f, c_g, s_f, s_g} of its first element f and partner g (rotate_half: p and p + D/2;
-/// interleaved: 2p and 2p + 1), read from the tables once per token. Section by section
-/// (constant indices into the tables), a lane per pair. False for a padding token.
+/// interleaved: 2p and 2p + 1), read from the tables once per token, at slot(p). Section by
+/// section (constant indices into the tables), a lane per pair. False for a padding token.
 template <bool IL>
-__device__ __forceinline__ bool stage(const Args& a, int64_t b, int64_t s, float4* st, int lane) {
+__device__ __forceinline__ bool stage(const Args& a, int64_t b, int64_t s, float4* st, int lane, int ppu, int units) {
   int64_t pos[3];
   if (!positions(a, b, s, pos)) return false;
   const int half = static_cast<int>(a.d / 2);  // the host keeps D below 2^31
@@ -83,7 +88,7 @@ __device__ __forceinline__ bool stage(const Args& a, int64_t b, int64_t s, float
     for (int p = first + lane; p < first + a.sec[k]; p += 32) {
       // Columns: 3d tables hold one value per pair of the axis; the others one per element.
       const int64_t f = a.mode3d ? p - first : IL ? 2 * p : p, g = a.mode3d ? f : IL ? 2 * p + 1 : p + half;
-      st[p] = make_float4(ld_any(tc.base, tc.dtype, oc + f * tc.sc), ld_any(tc.base, tc.dtype, oc + g * tc.sc),
+      st[slot(p, ppu, units)] = make_float4(ld_any(tc.base, tc.dtype, oc + f * tc.sc), ld_any(tc.base, tc.dtype, oc + g * tc.sc),
                           ld_any(ts.base, ts.dtype, os + f * ts.sc), ld_any(ts.base, ts.dtype, os + g * ts.sc));
     }
     first += a.sec[k];
@@ -150,7 +155,7 @@ __device__ __forceinline__ void rotate_vec(const Args& a, int64_t b, int64_t s, 
     }
   };
   load(0);  // in flight while the token's tables are staged
-  const bool real = stage<IL>(a, b, s, st, lane);
+  const bool real = stage<IL>(a, b, s, st, lane, pairs_per_unit(V, IL), units);
   __syncwarp();
   for (int u0 = 0; u0 < nu; u0 += 32 * R) {
     if (u0 > 0) load(u0);
@@ -160,48 +165,70 @@ __device__ __forceinline__ void rotate_vec(const Args& a, int64_t b, int64_t s, 
       if (u >= nu) continue;
       const Unit w = decode<V>(u, nq, units);
       X* p = head_ptr<X>(a.out, b, s, w.k, w.head) + w.j0;
-      const float4* t4 = st + (IL ? w.j0 / 2 : w.j0);  // the unit's first pair
+      const float4* t4 = st + w.j0 / V;  // the unit's pair t at t4[t * units]
       float xa[V], ya[V];
       unpack_all<X>(raw[r][0], xa);
+      // Stores: vec = 1 and a whole chunk, one 16-byte access each. Padding passes x
+      // through (copied in registers: no array is picked at run time, which would put both
+      // in local memory).
       if constexpr (IL) {
-        if (real) {
 #pragma unroll
-          for (int q = 0; q < V / 2; ++q) rot<Bwd>(xa[2 * q], xa[2 * q + 1], t4[q], ya[2 * q], ya[2 * q + 1]);
+        for (int q = 0; q < V / 2; ++q) {
+          if (real) rot<Bwd>(xa[2 * q], xa[2 * q + 1], t4[q * units], ya[2 * q], ya[2 * q + 1]);
+          else ya[2 * q] = xa[2 * q], ya[2 * q + 1] = xa[2 * q + 1];
         }
-        store_chunk<X>(Mat{p, 0, 1, 0, 1}, 0, 0, V, real ? ya : xa);  // vec = 1, whole chunk: one access
+        store_chunk<X>(Mat{p, 0, 1, 0, 1}, 0, 0, V, ya);
       } else {
         float xb[V], yb[V];
         unpack_all<X>(raw[r][IL ? 0 : 1], xb);
-        if (real) {
 #pragma unroll
-          for (int t = 0; t < V; ++t) rot<Bwd>(xa[t], xb[t], t4[t], ya[t], yb[t]);
+        for (int t = 0; t < V; ++t) {
+          if (real) rot<Bwd>(xa[t], xb[t], t4[t * units], ya[t], yb[t]);
+          else ya[t] = xa[t], yb[t] = xb[t];
         }
-        store_chunk<X>(Mat{p, 0, 1, 0, 1}, 0, 0, V, real ? ya : xa);
-        store_chunk<X>(Mat{p + half, 0, 1, 0, 1}, 0, 0, V, real ? yb : xb);
+        store_chunk<X>(Mat{p, 0, 1, 0, 1}, 0, 0, V, ya);
+        store_chunk<X>(Mat{p + half, 0, 1, 0, 1}, 0, 0, V, yb);
       }
     }
   }
 }
 
-/// Token (b, s) element by element (any strides and alignment): a lane per pair, so
-/// neighbouring lanes touch neighbouring elements.
+/// Token (b, s) element by element (any strides and alignment): a lane per pair,
+/// neighbouring lanes on neighbouring pairs, 4 pairs per lane loaded before any is
+/// written (the stores could alias the next loads, so nothing else overlaps them).
 template <typename X, bool IL, bool Bwd>
-__device__ __forceinline__ void rotate_elems(const Args& a, int64_t b, int64_t s, float4* st, int lane) {
-  const bool real = stage<IL>(a, b, s, st, lane);
+__device__ __forceinline__ void rotate_elems(const Args& a, int64_t b, int64_t s, float4* st, int lane, int units) {
+  constexpr int V = kV<X>, R = 4;
+  const bool real = stage<IL>(a, b, s, st, lane, pairs_per_unit(V, IL), units);
   __syncwarp();
   const int half = static_cast<int>(a.d / 2);
   const int nq = static_cast<int>(a.heads[0]) * half, np = nq + static_cast<int>(a.heads[1]) * half;
-  for (int i = lane; i < np; i += 32) {
-    const bool k = i >= nq;
-    const int ii = k ? i - nq : i, head = ii / half, p = ii - head * half;
-    const int64_t f = IL ? 2 * p : p, g = IL ? 2 * p + 1 : p + half;
-    const int64_t sdi = k ? a.in[1].sd : a.in[0].sd, sdo = k ? a.out[1].sd : a.out[0].sd;
-    const X* x = head_ptr<X>(a.in, b, s, k, head);
-    float yf = ld<X>(x + f * sdi), yg = ld<X>(x + g * sdi);
-    if (real) rot<Bwd>(yf, yg, st[p], yf, yg);
-    X* y = head_ptr<X>(a.out, b, s, k, head);
-    y[f * sdo] = cvt<X>(yf);
-    y[g * sdo] = cvt<X>(yg);
+  for (int i0 = 0; i0 < np; i0 += 32 * R) {
+    float x[R][2];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = i0 + r * 32 + lane;
+      if (i >= np) continue;
+      const bool k = i >= nq;
+      const int ii = k ? i - nq : i, head = ii / half, p = ii - head * half;
+      const int64_t sd = k ? a.in[1].sd : a.in[0].sd;
+      const X* xp = head_ptr<X>(a.in, b, s, k, head);
+      x[r][0] = ld<X>(xp + (IL ? 2 * p : p) * sd);
+      x[r][1] = ld<X>(xp + (IL ? 2 * p + 1 : p + half) * sd);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = i0 + r * 32 + lane;
+      if (i >= np) continue;
+      const bool k = i >= nq;
+      const int ii = k ? i - nq : i, head = ii / half, p = ii - head * half;
+      float yf = x[r][0], yg = x[r][1];
+      if (real) rot<Bwd>(yf, yg, st[slot(p, pairs_per_unit(V, IL), units)], yf, yg);
+      const int64_t sd = k ? a.out[1].sd : a.out[0].sd;
+      X* y = head_ptr<X>(a.out, b, s, k, head);
+      y[(IL ? 2 * p : p) * sd] = cvt<X>(yf);
+      y[(IL ? 2 * p + 1 : p + half) * sd] = cvt<X>(yg);
+    }
   }
 }
 
@@ -217,7 +244,7 @@ __global__ void __launch_bounds__(1024) rope_kernel(Args a) {
     int64_t b, s;
     divmod(tok, a.s, b, s);
     if constexpr (Vec) rotate_vec<X, IL, Bwd, Geo<X, IL>::R>(a, b, s, st, lane, units);
-    else rotate_elems<X, IL, Bwd>(a, b, s, st, lane);
+    else rotate_elems<X, IL, Bwd>(a, b, s, st, lane, units);
     __syncwarp();  // the next token's staging overwrites st
   }
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_test_util.hpp"
+#include "kernels/rope/cuda.hpp"
 #include "op_cases.hpp"
 #include "ops/rope_common.hpp"
 #include "test_util.hpp"
@@ -175,4 +176,25 @@ TEST(Cuda, RopeRejectsWhatItCannotRun) {
   t.config["num_warps"] = "32";
   EXPECT_NE(reason(t, "warp_size=64").find("2048 threads"), std::string::npos) << reason(t, "warp_size=64");
   EXPECT_EQ(reason(t), "");
+}
+
+// Which tensors take the 16-byte path (the speed of the seed shape depends on it), without
+// a GPU: contiguous bf16/fp32 heads of 128 in both layouts; not a misaligned first element,
+// a D stride of 2, a head stride off 16 bytes, or rotate_half halves of 46 bf16 (Liger's
+// D = 92), while interleaved D = 92 fp32 (368 bytes) still is whole chunks.
+TEST(Cuda, RopeTakesSixteenByteChunksWhereAligned) {
+  auto t = [](DType x, std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {
+    return kv::TensorDesc{"q", x, std::move(shape), std::move(strides), 0};
+  };
+  const uintptr_t base = 0x7f0000000100u;
+  for (bool il : {false, true}) {
+    EXPECT_TRUE(kv::rope_whole_chunks(t(DType::bf16, {1, 32760, 12, 128}), base, il));
+    EXPECT_TRUE(kv::rope_whole_chunks(t(DType::f32, {2, 33, 3, 64}, {33 * 3 * 72, 3 * 72, 72, 1}), base, il));
+    EXPECT_FALSE(kv::rope_whole_chunks(t(DType::bf16, {1, 32760, 12, 128}), base + 2, il));
+    EXPECT_FALSE(kv::rope_whole_chunks(t(DType::bf16, {1, 20, 2, 32}, {2 * 20 * 64, 2 * 64, 64, 2}), base, il));
+    EXPECT_FALSE(kv::rope_whole_chunks(t(DType::bf16, {2, 4, 3, 64}, {4 * 3 * 68, 3 * 68, 68, 1}), base, il));
+  }
+  EXPECT_FALSE(kv::rope_whole_chunks(t(DType::bf16, {3, 423, 73, 92}), base, false));
+  EXPECT_TRUE(kv::rope_whole_chunks(t(DType::f32, {3, 423, 73, 92}), base, true));
+  EXPECT_TRUE(kv::rope_whole_chunks(t(DType::bf16, {1, 5, 1, 64}, {7, 64, 3, 1}), base, false));  // size-1 dims: strides unused
 }
