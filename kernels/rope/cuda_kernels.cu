@@ -203,31 +203,35 @@ __device__ __forceinline__ void rotate_elems(const Args& a, int64_t b, int64_t s
   __syncwarp();
   const int half = static_cast<int>(a.d / 2);
   const int nq = static_cast<int>(a.heads[0]) * half, np = nq + static_cast<int>(a.heads[1]) * half;
+  // Pair i of the token: pair p of head `head` of q (the first nq) or k; its elements at
+  // f*sd and g*sd from the head's start in t (a.in or a.out).
+  auto at = [&](const Heads (&t)[2], int i, int& p, int64_t& f, int64_t& g) {
+    const bool k = i >= nq;
+    const int ii = k ? i - nq : i, head = ii / half;
+    p = ii - head * half;
+    const int64_t sd = k ? t[1].sd : t[0].sd;
+    f = (IL ? 2 * p : p) * sd, g = (IL ? 2 * p + 1 : p + half) * sd;
+    return head_ptr<X>(t, b, s, k, head);
+  };
   for (int i0 = 0; i0 < np; i0 += 32 * R) {
     float x[R][2];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const int i = i0 + r * 32 + lane;
-      if (i >= np) continue;
-      const bool k = i >= nq;
-      const int ii = k ? i - nq : i, head = ii / half, p = ii - head * half;
-      const int64_t sd = k ? a.in[1].sd : a.in[0].sd;
-      const X* xp = head_ptr<X>(a.in, b, s, k, head);
-      x[r][0] = ld<X>(xp + (IL ? 2 * p : p) * sd);
-      x[r][1] = ld<X>(xp + (IL ? 2 * p + 1 : p + half) * sd);
+      if (i0 + r * 32 + lane >= np) continue;
+      int p;
+      int64_t f, g;
+      const X* xp = at(a.in, i0 + r * 32 + lane, p, f, g);
+      x[r][0] = ld<X>(xp + f), x[r][1] = ld<X>(xp + g);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const int i = i0 + r * 32 + lane;
-      if (i >= np) continue;
-      const bool k = i >= nq;
-      const int ii = k ? i - nq : i, head = ii / half, p = ii - head * half;
+      if (i0 + r * 32 + lane >= np) continue;
+      int p;
+      int64_t f, g;
+      X* y = at(a.out, i0 + r * 32 + lane, p, f, g);
       float yf = x[r][0], yg = x[r][1];
       if (real) rot<Bwd>(yf, yg, st[slot(p, pairs_per_unit(V, IL), units)], yf, yg);
-      const int64_t sd = k ? a.out[1].sd : a.out[0].sd;
-      X* y = head_ptr<X>(a.out, b, s, k, head);
-      y[(IL ? 2 * p : p) * sd] = cvt<X>(yf);
-      y[(IL ? 2 * p + 1 : p + half) * sd] = cvt<X>(yg);
+      y[f] = cvt<X>(yf), y[g] = cvt<X>(yg);
     }
   }
 }
