@@ -37,9 +37,11 @@ nlohmann::json Contract::to_json() const {
   j["ftz"] = ftz;
   j["math_ulps"] = math_ulps;
   nlohmann::json r = nlohmann::json::object();
-  for (auto& [axis, s] : reductions)
+  for (auto& [axis, s] : reductions) {
     r[axis] = {{"serial", s.serial}, {"depth", s.depth}, {"partials", s.partials}, {"n_eff", s.n_eff()},
                {"acc", dtype_name(s.acc.value_or(acc))}};
+    if (s.ftz) r[axis]["ftz"] = true;
+  }
   j["reductions"] = r;
   j["determinism"] = determinism;
   return j;
@@ -95,7 +97,7 @@ Contract Contract::from_json(const nlohmann::json& j) {
     if (!j["reductions"].is_object()) throw UsageError("contract: reductions must map axis names to shapes");
     for (auto& [axis, r] : j["reductions"].items()) {
       if (!r.is_object()) throw UsageError("contract: reductions." + axis + " must be an object");
-      static const std::set<std::string> rkeys = {"serial", "depth", "partials", "acc", "n_eff"};
+      static const std::set<std::string> rkeys = {"serial", "depth", "partials", "acc", "n_eff", "ftz"};
       for (auto& [k, v] : r.items())
         if (!rkeys.count(k)) throw UsageError("contract: reductions." + axis + ": unknown field '" + k + "'");
       ReductionShape s{count_field(r, "serial", axis), count_field(r, "depth", axis), count_field(r, "partials", axis),
@@ -104,6 +106,10 @@ Contract Contract::from_json(const nlohmann::json& j) {
       if (r.contains("acc")) {
         DType a = dtype_field(r["acc"], "reductions." + axis + ".acc");
         if (a != c.acc) s.acc = a;
+      }
+      if (r.contains("ftz")) {
+        if (!r["ftz"].is_boolean()) throw UsageError("contract: reductions." + axis + ".ftz must be true or false");
+        s.ftz = r["ftz"].get<bool>();
       }
       if (r.contains("n_eff") && (!r["n_eff"].is_number_integer() || r["n_eff"].get<int64_t>() != s.n_eff()))
         throw UsageError("contract: reductions." + axis + ".n_eff is not serial + depth + partials");

@@ -20,6 +20,10 @@ struct ReductionShape {
   /// The dtype this axis accumulates in, where it differs from the contract's acc (e.g.
   /// dW summed in fp32 while mode none computes rows in x's dtype).
   std::optional<DType> acc;
+  /// The sum flushes subnormal operands and results to zero (fp32 atomicAdd on global
+  /// memory does, whatever -ftz says): each term and each addition may lose up to the
+  /// accumulator's smallest normal.
+  bool ftz = false;
   int64_t n_eff() const { return serial + depth + partials; }
 };
 

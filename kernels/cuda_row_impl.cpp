@@ -57,8 +57,10 @@ DeterminismClaims dw_claims(const Case& c) {
   }
 }
 
-ReductionShape dw_rows_reduction(int64_t rows, int64_t partials) {
-  return {ceil_div(std::max<int64_t>(rows, 1), partials), 0, partials, DType::f32};
+ReductionShape dw_rows_reduction(int64_t rows, int64_t partials, rowcuda::DwStrategy s) {
+  ReductionShape r{ceil_div(std::max<int64_t>(rows, 1), partials), 0, partials, DType::f32};
+  r.ftz = s == rowcuda::atomics;  // fp32 atomicAdd on global memory flushes subnormals
+  return r;
 }
 
 std::vector<WorkspaceReq> dw_workspaces(const std::vector<std::string>& outputs, int64_t partials, int64_t n) {

@@ -35,7 +35,7 @@ ConfigKnob dw_knob();
 rowcuda::DwStrategy dw_strategy(const Case& c);
 int64_t dw_partials(const Case& c, const DeviceProfile& p);
 DeterminismClaims dw_claims(const Case& c);
-ReductionShape dw_rows_reduction(int64_t rows, int64_t partials);
+ReductionShape dw_rows_reduction(int64_t rows, int64_t partials, rowcuda::DwStrategy s);
 /// fp32 workspaces per summed output `o`: `<o>_partials` [G][n] and `<o>_acc` [n].
 std::vector<WorkspaceReq> dw_workspaces(const std::vector<std::string>& outputs, int64_t partials, int64_t n);
 

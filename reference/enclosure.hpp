@@ -178,14 +178,17 @@ class EncSum {
     return Enc{m_, r == 0 ? 0.0 : enc_detail::rup(r), unv_};
   }
   /// Under a contract: accumulated in dtype d with unit roundoff u along n_eff additions.
-  Enc contract(DType d, double u, int64_t n_eff) const {
+  /// With ftz (a sum that flushes subnormals), each of the n terms and n_eff additions may
+  /// also lose up to d's smallest normal.
+  Enc contract(DType d, double u, int64_t n_eff, bool ftz = false) const {
     Enc e = exact();
     double abs = abs_ * (1.0 + static_cast<double>(n_ + 2) * 0x1p-52);
     if (abs == 0) return e;
     double g = gamma_n(n_eff, u);
     if (!(g < enc_detail::kInf)) return Enc{e.m, enc_detail::kInf, true};
     if (abs * (1.0 + g) >= max_finite(d)) return Enc{e.m, enc_detail::kInf, e.unv};
-    return Enc{e.m, enc_detail::rup(e.r + g * abs), e.unv};
+    const double flush = ftz ? static_cast<double>(n_ + n_eff) * min_normal(d) : 0.0;
+    return Enc{e.m, enc_detail::rup(enc_detail::rup(e.r + g * abs) + flush), e.unv};
   }
   int64_t count() const { return n_; }
   /// A sum whose state was built by add()'s operations elsewhere (several columns' sums

@@ -136,7 +136,9 @@ struct EncPolicy {
   using Sum = EncSum;
   Sum sum() const { return Sum{}; }
   T finish(const Sum& s, const char* axis) const {
-    return k ? s.contract(k->acc_of(axis), k->unit_of(axis), k->reduction(axis).n_eff()) : s.exact();
+    if (!k) return s.exact();
+    const ReductionShape& r = k->reduction(axis);
+    return s.contract(k->acc_of(axis), k->unit_of(axis), r.n_eff(), r.ftz);
   }
 };
 

@@ -28,7 +28,7 @@ class CudaLayerNorm : public CudaRowImpl {
     const int64_t n = c.shape.back();
     k.reductions["row"] = row_reduction(n, threads(c), rowcuda::chunk_elems(row_dtype(c)));
     if (bwd_) {
-      k.reductions["rows"] = dw_rows_reduction(numel(c.shape) / n, dw_partials(c, p));
+      k.reductions["rows"] = dw_rows_reduction(numel(c.shape) / n, dw_partials(c, p), dw_strategy(c));
       k.determinism["dx"] = rowwise_claims();
       k.determinism["dw"] = k.determinism["db"] = dw_claims(c);
     } else {

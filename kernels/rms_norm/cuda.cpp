@@ -53,6 +53,7 @@ class CudaRmsNorm : public CudaImpl {
     Contract k = rms_norm_contract(c, bwd_, {ceil_div(n, T), log2_ceil(T), 0, std::nullopt},
                                    bwd_ ? dw_partials(c, p) : 1, dw_claims(c));
     k.fma = true;  // nvcc contracts a*b+c; the enclosure of separate roundings contains it
+    if (bwd_) k.reductions["rows"].ftz = dw_strategy(c) == rowcuda::atomics;  // global fp32 atomicAdd flushes subnormals
     return k;
   }
 

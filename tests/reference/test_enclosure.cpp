@@ -130,3 +130,16 @@ TEST(Enclosure, OverflowAdmitsInfinity) {
   Enc big = kv::enc_round_in(kv::enc_exact(70000.0), kv::DType::f16, 0x1p-11, false);
   EXPECT_TRUE(std::isinf(big.r));
 }
+
+TEST(Enclosure, FlushingSumsWidenBySmallestNormals) {
+  // Sixteen fp32 subnormal terms: a sum that flushes each (fp32 atomicAdd on global memory)
+  // gives 0, outside the IEEE-sum bound and inside the ftz one.
+  kv::EncSum s;
+  for (int i = 0; i < 16; ++i) s.add(Enc{0x1p-130, 0.0, false});
+  const double exact = 16 * 0x1p-130;
+  const Enc ieee = s.contract(kv::DType::f32, 0x1p-24, 16), ftz = s.contract(kv::DType::f32, 0x1p-24, 16, true);
+  EXPECT_FALSE(kv::enc_lo(ieee) <= 0.0) << "the IEEE bound should exclude a flushed 0";
+  EXPECT_LE(kv::enc_lo(ftz), 0.0);
+  EXPECT_LE(kv::enc_lo(ftz), exact);
+  EXPECT_GE(kv::enc_hi(ftz), exact);
+}
