@@ -202,6 +202,14 @@ json tolerances_of(const std::vector<json>& lines, double safety) {
     } else {
       const TolPair p = smallest_pair(front, da, dr);
       r["observed"] = {{"atol", p.atol}, {"rtol", p.rtol}};
+      // The two single-term pairs, for tests that take one knob only.
+      double atol_only = 0, rtol_only = 0;
+      for (const TolPoint& q : front) {
+        atol_only = std::max(atol_only, q.err);
+        rtol_only = std::max(rtol_only, q.v > 0 ? q.err / q.v : INFINITY);
+      }
+      r["atol_only"] = jnum(atol_only * safety);
+      r["rtol_only"] = jnum(rtol_only * safety);
       // A tolerance fitted to a kernel that fails its contract would bless the bug.
       if (a.failing > 0) r["note"] = std::to_string(a.failing) + " of " + std::to_string(a.cases) + " cases fail: none recommended";
       else r["recommended"] = {{"atol", p.atol * safety}, {"rtol", p.rtol * safety}};

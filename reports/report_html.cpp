@@ -83,15 +83,19 @@ void tolerance_section(std::ostringstream& o, const json& r) {
     << "rtol/rtol₀ (atol₀, rtol₀: PyTorch's defaults for the output dtype), over every element with a finite output "
        "and reference (elements binned by |expected|, 8 bins per binade, each bin taking its smallest |expected| and "
        "largest error, so the pair covers every element). <b>Recommended</b> = observed × safety factor "
-    << esc(num(r.value("safety_factor", 2.0))) << ". Non-finite elements must match exactly (equal_nan).</p>"
+    << esc(num(r.value("safety_factor", 2.0))) << "; <b>atol alone</b> (rtol = 0) and <b>rtol alone</b> (atol = 0) are "
+       "the covering single-term choices, times the same factor (rtol alone is inf where an element with expected 0 "
+       "errs). Non-finite elements must match exactly (equal_nan).</p>"
     << "<table><tr><th>op</th><th>impl</th><th>dtype</th><th>values</th><th>output</th><th>cases</th><th>elements</th>"
-       "<th>recommended</th><th>observed</th><th>PyTorch default</th><th>upstream (OPS.md)</th></tr>";
+       "<th>recommended</th><th>observed</th><th>atol alone</th><th>rtol alone</th><th>PyTorch default</th>"
+       "<th>upstream (OPS.md)</th></tr>";
   for (auto& t : r["tolerances"]) {
     const json& d = t["torch_default"];
     o << "<tr>" << td(esc(t["op"])) << td(esc(t["impl"])) << td(esc(t["dtype"])) << td(esc(t["dist"]))
       << td(esc(t["output"].get<std::string>() + " (" + t["output_dtype"].get<std::string>() + ")")) << tdn(t["cases"], 15)
       << tdn(t["elements"], 15) << (t.contains("recommended") ? td("<b>" + pair_text(t["recommended"]) + "</b>") : td(esc(t.value("note", "")), "fail"))
       << td(t.contains("observed") ? pair_text(t["observed"]) : esc(t.value("note", "")))
+      << tdn(t.value("atol_only", json()), 2) << tdn(t.value("rtol_only", json()), 2)
       << td(pair_text(d) + (d["covers"].get<bool>() ? " (covers)" : " (<b>too tight</b>)"), d["covers"].get<bool>() ? "" : "fail")
       << td(t["upstream"].is_null() ? "—" : pair_text(t["upstream"]) + "<br><small>" + esc(t["upstream"]["source"]) + "</small>")
       << "</tr>";
