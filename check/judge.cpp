@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "check/results.hpp"
 #include "core/error.hpp"
 #include "core/inputs.hpp"
 #include "reference/enclosure.hpp"
@@ -210,11 +211,7 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
 }
 
 nlohmann::json TensorVerdict::to_json() const {
-  auto num = [](double x) -> nlohmann::json {
-    if (std::isnan(x)) return "nan";
-    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-    return x;
-  };
+  constexpr auto num = result_number;
   return {{"verdict", verdict},
           {"n", n},
           {"n_fail", n_fail},

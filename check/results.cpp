@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "core/error.hpp"
@@ -23,6 +24,20 @@ void ResultsWriter::append(const nlohmann::json& line) {
   if (std::fwrite(s.data(), 1, s.size(), f_) != s.size() || std::fflush(f_) != 0)
     throw std::runtime_error("cannot write to results file '" + path_ + "'");
   fsync(fileno(f_));
+}
+
+nlohmann::json result_number(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+double result_number_value(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v == "inf") return INFINITY;
+  if (v == "-inf") return -INFINITY;
+  if (v == "nan") return NAN;
+  return 0;
 }
 
 std::vector<nlohmann::json> read_results(const std::string& path, const std::string& run_id) {

@@ -26,6 +26,11 @@ class ResultsWriter {
 /// file and line number of a malformed line.
 std::vector<nlohmann::json> read_results(const std::string& path, const std::string& run_id = "");
 
+/// Numbers in result lines: finite values as JSON numbers, NaN and infinities as the strings
+/// "nan", "inf", "-inf" (JSON has none); and back (anything else reads as 0).
+nlohmann::json result_number(double x);
+double result_number_value(const nlohmann::json& v);
+
 /// Whether a result line's contract makes a determinism claim (run_to_run, ...) for an output.
 bool claims(const nlohmann::json& result, const std::string& output, const std::string& claim);
 

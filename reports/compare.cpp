@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "check/results.hpp"
 #include "check/tolerance.hpp"
 #include "reports/html.hpp"
 #include "reports/report.hpp"
@@ -32,7 +33,6 @@ std::string commits(const json& r) {
   return s;
 }
 
-double d_or_nan(const json& v) { return v.is_number() ? v.get<double>() : (v == "inf" ? INFINITY : NAN); }
 
 json groups_joined(const json& a, const json& b) {
   std::map<std::string, std::pair<const json*, const json*>> m;
@@ -159,7 +159,7 @@ std::string render_compare_html(const json& c) {
         << esc(num(x["max_ulps"][1])) << "</td><td class='n'>" << esc(num(x["p99_ratio"][0])) << " / " << esc(num(x["p99_ratio"][1]))
         << "</td>";
       if (g.contains("speed")) {
-        const double ta = d_or_nan(g["speed"]["kernel_ms"][0]), tb = d_or_nan(g["speed"]["kernel_ms"][1]);
+        const double ta = result_number_value(g["speed"]["kernel_ms"][0]), tb = result_number_value(g["speed"]["kernel_ms"][1]);
         o << "<td class='n'>" << esc(num(ta, 4)) << " / " << esc(num(tb, 4)) << " (" << esc(g["speed"]["shape"]) << ")</td><td class='n'>"
           << esc(num(tb / ta)) << "</td>";
         if (std::isfinite(ta) && std::isfinite(tb) && ta > 0 && tb > 0) speed.push_back({{"x", ta}, {"y", tb}});
@@ -167,7 +167,7 @@ std::string render_compare_html(const json& c) {
         o << "<td></td><td></td>";
       }
       o << "</tr>";
-      const double pa = d_or_nan(x["p99_ratio"][0]), pb = d_or_nan(x["p99_ratio"][1]);
+      const double pa = result_number_value(x["p99_ratio"][0]), pb = result_number_value(x["p99_ratio"][1]);
       if (pa > 0 && pb > 0 && std::isfinite(pa) && std::isfinite(pb)) pts.push_back({{"x", pa}, {"y", pb}});
     }
   }

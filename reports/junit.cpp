@@ -25,8 +25,7 @@ std::string render_junit(const std::vector<json>& lines) {
       const std::string v = j->value("verdict", "error");
       const double t = j->contains("timings") ? (*j)["timings"].value("total_s", 0.0) : 0.0;
       time += t;
-      const std::string kind = j->contains("device") ? (*j)["device"].value("kind", "host") : "host";
-      const std::string replay = "kverify replay --device " + kind + " '" + j->value("case", "") + "'";
+      const std::string replay = replay_command(*j);
       cases << "    <testcase classname=\"kverify." << attr(op) << "." << attr(j->value("impl", "")) << "\" name=\""
             << attr(j->value("case", "")) << "\" time=\"" << t << "\">";
       if (v == "fail") {

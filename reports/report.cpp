@@ -9,31 +9,25 @@
 #include <set>
 #include <tuple>
 
+#include "check/results.hpp"
 #include "check/tolerance.hpp"
+#include "core/case.hpp"
 #include "core/dtype.hpp"
+#include "core/tensor.hpp"
 
 namespace kv {
 
 using json = nlohmann::json;
 
+std::string replay_command(const json& j) {
+  const std::string kind = j.contains("device") ? j["device"].value("kind", "host") : "host";
+  const std::string overrides = j.contains("device") && j["device"].contains("profile")
+                                    ? j["device"]["profile"].value("overrides", "") : "";
+  return "kverify replay --device " + kind + (overrides.empty() ? "" : " --device-profile " + overrides) + " '" +
+         j.value("case", "") + "'";
+}
+
 namespace {
-
-double numv(const json& v) {
-  if (v.is_number()) return v.get<double>();
-  if (v.is_string()) {
-    const std::string s = v.get<std::string>();
-    if (s == "inf") return INFINITY;
-    if (s == "-inf") return -INFINITY;
-    if (s == "nan") return NAN;
-  }
-  return 0;
-}
-
-json jnum(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  return x;
-}
 
 std::string joined(const json& obj, char kv_sep) {
   std::string s;
@@ -42,30 +36,10 @@ std::string joined(const json& obj, char kv_sep) {
   return s;
 }
 
-std::string shape_text(const json& shape) {
-  std::string s;
-  for (auto& d : shape) s += (s.empty() ? "" : "x") + std::to_string(d.get<int64_t>());
-  return s;
-}
-
-int64_t numel(const json& shape) {
-  int64_t n = 1;
-  for (auto& d : shape) n *= d.get<int64_t>();
-  return n;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-std::string replay_command(const json& j) {
-  const std::string kind = j.contains("device") ? j["device"].value("kind", "host") : "host";
-  const std::string overrides = j.contains("device") && j["device"].contains("profile")
-                                    ? j["device"]["profile"].value("overrides", "") : "";
-  return "kverify replay --device " + kind + (overrides.empty() ? "" : " --device-profile " + overrides) + " '" +
-         j.value("case", "") + "'";
 }
 
 /// The upstream tolerances OPS.md quotes ("What the upstream tests did").
@@ -107,14 +81,14 @@ struct OutAcc {
     const int64_t n = o.value("n", int64_t(0));
     ++cases, elements += n, unverifiable += o.value("n_unverifiable", int64_t(0)), fail += o.value("n_fail", int64_t(0));
     diff_rn += o.value("n_diff_rn", int64_t(0));
-    auto mx = [&](double& a, const char* k) { if (o.contains(k)) a = std::max(a, numv(o[k])); };
+    auto mx = [&](double& a, const char* k) { if (o.contains(k)) a = std::max(a, result_number_value(o[k])); };
     mx(p50_ulps, "p50_ulps"), mx(p99_ulps, "p99_ulps"), mx(max_ulps, "max_ulps");
     mx(p50_ratio, "p50_ratio"), mx(p99_ratio, "p99_ratio"), mx(max_ratio, "max_ratio");
-    if (o.contains("bias_ulps")) bias_weighted += numv(o["bias_ulps"]) * static_cast<double>(n);
+    if (o.contains("bias_ulps")) bias_weighted += result_number_value(o["bias_ulps"]) * static_cast<double>(n);
   }
   json to_json() const {
     const double e = static_cast<double>(std::max<int64_t>(elements, 1));
-    auto q = [](double x) { return x < 0 ? json() : jnum(x); };
+    auto q = [](double x) { return x < 0 ? json() : result_number(x); };
     return {{"cases", cases}, {"elements", elements}, {"n_fail", fail},
             {"unverifiable_share", static_cast<double>(unverifiable) / e}, {"diff_rn_share", static_cast<double>(diff_rn) / e},
             {"ulps", {{"p50", q(p50_ulps)}, {"p99", q(p99_ulps)}, {"max", q(max_ulps)}}},
@@ -143,9 +117,10 @@ json groups_of(const std::vector<json>& lines) {
     if (j.contains("outputs"))
       for (auto& [name, o] : j["outputs"].items()) gr.outs[name].add(o);
     if (j.contains("shape") && j.contains("timings") && j["timings"].contains("kernel_ms")) {
-      const int64_t n = numel(j["shape"]);
-      if (n > gr.largest) gr.largest = n, gr.largest_shape = shape_text(j["shape"]), gr.kernel_ms.clear();
-      if (n == gr.largest) gr.kernel_ms.push_back(numv(j["timings"]["kernel_ms"]));
+      const auto shape = j["shape"].get<std::vector<int64_t>>();
+      const int64_t n = numel(shape);
+      if (n > gr.largest) gr.largest = n, gr.largest_shape = shape_str(shape), gr.kernel_ms.clear();
+      if (n == gr.largest) gr.kernel_ms.push_back(result_number_value(j["timings"]["kernel_ms"]));
     }
   }
   json out = json::array();
@@ -157,7 +132,7 @@ json groups_of(const std::vector<json>& lines) {
     r["cases"] = cases;
     r["outputs"] = json::object();
     for (auto& [name, acc] : gr.outs) r["outputs"][name] = acc.to_json();
-    if (gr.largest >= 0) r["speed"] = {{"shape", gr.largest_shape}, {"kernel_ms_median", jnum(median(gr.kernel_ms))},
+    if (gr.largest >= 0) r["speed"] = {{"shape", gr.largest_shape}, {"kernel_ms_median", result_number(median(gr.kernel_ms))},
                                        {"runs", gr.kernel_ms.size()}};
     out.push_back(r);
   }
@@ -208,8 +183,8 @@ json tolerances_of(const std::vector<json>& lines, double safety) {
         atol_only = std::max(atol_only, q.err);
         rtol_only = std::max(rtol_only, q.v > 0 ? q.err / q.v : INFINITY);
       }
-      r["atol_only"] = jnum(atol_only * safety);
-      r["rtol_only"] = jnum(rtol_only * safety);
+      r["atol_only"] = result_number(atol_only * safety);
+      r["rtol_only"] = result_number(rtol_only * safety);
       // A tolerance fitted to a kernel that fails its contract would bless the bug.
       if (a.failing > 0) r["note"] = std::to_string(a.failing) + " of " + std::to_string(a.cases) + " cases fail: none recommended";
       else r["recommended"] = {{"atol", p.atol * safety}, {"rtol", p.rtol * safety}};
@@ -230,12 +205,13 @@ json reduction_of(const std::vector<json>& lines) {
     if (!j.contains("outputs") || !j.contains("contract") || !j["contract"].contains("reductions") ||
         !j["contract"]["reductions"].contains("row") || !j.contains("shape") || j["shape"].empty())
       continue;
-    const int64_t row = j["shape"].back().get<int64_t>(), rows = numel(j["shape"]) / std::max<int64_t>(row, 1);
+    const int64_t row = j["shape"].back().get<int64_t>();
+    const int64_t rows = numel(j["shape"].get<std::vector<int64_t>>()) / std::max<int64_t>(row, 1);
     for (auto& [name, o] : j["outputs"].items()) {
       auto dt = parse_dtype(j["dtypes"].value(name, ""));
       if (!dt || !o.contains("bound")) continue;
       const json& b = o["bound"];
-      const double v = numv(b["v"]), out = numv(b["out"]), lo = numv(b["admissible_lo"]), hi = numv(b["admissible_hi"]);
+      const double v = result_number_value(b["v"]), out = result_number_value(b["out"]), lo = result_number_value(b["admissible_lo"]), hi = result_number_value(b["admissible_hi"]);
       const double u = ulp(*dt, std::isfinite(v) ? v : max_finite(*dt));
       const double hw = std::max(hi - v, v - lo) / u, err = std::fabs(out - v) / u;
       if (!std::isfinite(hw) || !std::isfinite(err)) continue;
