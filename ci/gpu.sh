@@ -66,6 +66,7 @@ swiglu.bwd 2048x2048 bf16 2
 geglu.bwd 2048x2048 bf16 2"}
 drift_args=()
 if [ "${DRIFT:-1}" != 0 ]; then
+  mkdir -p "$OUT/drift"
   while read -r op shape dtype rep; do
     [ -n "$op" ] || continue
     step "drift: $op cuda $shape $dtype, $rep runs per config and under sm_count=108"
@@ -73,7 +74,7 @@ if [ "${DRIFT:-1}" != 0 ]; then
       --forecast sm_count=108 --out "$OUT/drift/$op" > "$OUT/drift/$op.log" 2>&1 || status=1
     tail -n 1 "$OUT/drift/$op.log"
     [ -f "$OUT/drift/$op/drift.json" ] && drift_args+=(--drift "$OUT/drift/$op/drift.json")
-  done < <(mkdir -p "$OUT/drift"; echo "$DRIFT_SPECS")
+  done <<< "$DRIFT_SPECS"
 fi
 
 step "report"

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "reports/html.hpp"
+#include "reports/report.hpp"
 
 namespace kv {
 
@@ -67,7 +68,7 @@ void write_summary_html(const std::string& path, const std::vector<nlohmann::jso
       << "</td><td>"
       << (j.contains("timings") ? std::to_string(j["timings"].value("total_s", 0.0)) : "") << "</td><td>";
     if (j.contains("reason")) f << esc(str(j["reason"]));
-    if (v == "fail" || v == "error") f << "<br><code>kverify replay '" << esc(j.value("case", "")) << "'</code>";
+    if (v == "fail" || v == "error") f << "<br><code>" << esc(replay_command(j)) << "</code>";
     f << "</td></tr>\n";
   }
   f << "</table></body></html>\n";
