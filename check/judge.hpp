@@ -24,6 +24,11 @@ struct TensorVerdict {
   int64_t n_fail = 0, n_unverifiable = 0, n_nan_mismatch = 0, n_unwritten = 0, n_padding_written = 0;
   /// Failures in unverifiable elements: NaN or unwritten where the contract bounds nothing.
   int64_t n_fail_unverifiable = 0;
+  /// NaN outputs where the admissible set is unbounded (an intermediate may overflow to
+  /// ±inf): admitted, counted as unverifiable, never as pass.
+  int64_t n_nan_admitted = 0;
+  /// Elements whose defined value is NaN (a NaN input reaches them): NaN is required there.
+  int64_t n_nan_expected = 0;
   int64_t n_diff_rn = 0;  // elements whose bits differ from RN(v)
   double max_ratio = 0, max_ulps = 0;
   /// Mean signed and mean absolute error in output ulps (at the reference), over the

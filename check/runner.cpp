@@ -352,7 +352,7 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
     }
   } else if (any_unv) {
     j["verdict"] = "unverifiable";
-    j["reason"] = "the contract admits no useful bound for some elements (n_eff*u >= 1) or the reference could not decide them";
+    j["reason"] = "the contract admits no useful bound for some elements (n_eff*u >= 1, or an intermediate may overflow to ±inf, NaN then admitted) or the reference could not decide them";
   } else {
     j["verdict"] = "pass";
   }

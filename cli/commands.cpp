@@ -118,7 +118,7 @@ void check_runnable(const Case& c, const RunEnv& env) {
 
 std::string brief(const nlohmann::json& j) {
   std::string s = j.value("verdict", "?");
-  s.resize(12, ' ');
+  s.resize(13, ' ');
   s += j.value("op", "") + " " + j.value("impl", "") + " " + j.value("dtype", "") + " ";
   if (j.contains("shape")) {
     std::string sh;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -14,7 +15,8 @@ namespace kv {
 
 const std::vector<std::string>& known_dists() {
   static const std::vector<std::string> d = {"normal",   "uniform",    "tiny",       "large",    "mean_shift",
-                                             "wide",     "big_mean",   "zeros",      "const_rows", "subnormal"};
+                                             "wide",     "big_mean",   "zeros",      "const_rows", "subnormal",
+                                             "near_overflow", "nan_inject", "inf_inject"};
   return d;
 }
 
@@ -44,6 +46,25 @@ double draw(const std::string& dist, uint64_t seed, const std::string& tensor, c
 double draw_value(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor,
                   std::vector<int64_t>& coords, double shift, double scale) {
   if (dist == "subnormal") return min_normal(dt) * draw("uniform", seed, tensor, coords);
+  if (dist == "near_overflow" || dist == "nan_inject" || dist == "inf_inject") {
+    auto w = philox4x32_10(philox_key(seed, tensor), coord_counter(coords));
+    if (dist == "near_overflow") {
+      // Within a factor 16 of the dtype's largest finite value, either sign (exact scaling).
+      const double u = uniform_open01(w[0], w[1]);
+      const double m = std::ldexp(max_finite(dt) * (0.5 + 0.5 * u), -static_cast<int>(w[2] % 4u));
+      return (w[3] & 1u) ? -m : m;
+    }
+    // In about one row in three (rows: every coordinate but the last), about one element
+    // in 61 is special (NaN, or +inf / -inf); the rest are normal. Clean rows stay beside.
+    std::vector<int64_t> row = coords;
+    if (!row.empty()) row.back() = 0;
+    const bool spiky = philox4x32_10(philox_key(seed, tensor + "/row"), coord_counter(row))[3] % 3u == 0;
+    if (spiky && w[3] % 61u == 0) {
+      if (dist == "nan_inject") return std::numeric_limits<double>::quiet_NaN();
+      return (w[2] & 1u) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    }
+    return shift + scale * draw("normal", seed, tensor, coords);
+  }
   if (dist == "const_rows") {
     if (!coords.empty()) coords.back() = 0;  // one value per row
     return shift + scale * draw("normal", seed, tensor, coords);

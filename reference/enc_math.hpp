@@ -16,9 +16,9 @@ inline double lib_hi(double v) { return v + (std::fabs(v) * 0x1p-50 + 0x1p-1074)
 /// f increasing: [f(lo), f(hi)] with the library error pushed outward.
 template <class F>
 Enc increasing(const Enc& a, F f) {
-  if (a.r == 0) {
+  if (a.r == 0 || !std::isfinite(a.m)) {  // an exact value, NaN or ±inf: IEEE's f(m)
     double v = f(a.m);
-    if (!std::isfinite(v)) return Enc{v, std::isnan(v) ? kInf : 0.0, a.unv};
+    if (!std::isfinite(v)) return Enc{v, 0.0, a.unv};
     return enc_from_bounds(lib_lo(v), lib_hi(v), a.unv);
   }
   return enc_from_bounds(lib_lo(f(enc_lo(a))), lib_hi(f(enc_hi(a))), a.unv);
@@ -27,6 +27,7 @@ Enc increasing(const Enc& a, F f) {
 template <class F>
 Enc lipschitz1(const Enc& a, F f) {
   double v = f(a.m);
+  if (!std::isfinite(a.m)) return Enc{v, 0.0, a.unv};  // NaN (sin and cos of ±inf too)
   double r = a.r + std::fabs(v) * 0x1p-50 + 0x1p-1074;
   return Enc{v, rup(r), a.unv};
 }
@@ -40,8 +41,9 @@ Enc lipschitz1(const Enc& a, F f) {
 /// outside [2^-900, 2^900]) evaluate both endpoints.
 inline Enc enc_exp_from(const Enc& a, double em) {
   using namespace enc_detail;
-  if (a.r == 0) {
-    if (!std::isfinite(em)) return Enc{em, std::isnan(em) ? kInf : 0.0, a.unv};
+  if (a.r == 0 || !std::isfinite(a.m)) {
+    if (!std::isfinite(em)) return Enc{em, 0.0, a.unv};
+    if (!std::isfinite(a.m)) return Enc{em, 0.0, a.unv};  // exp(-inf) = 0
     return enc_from_bounds(lib_lo(em), lib_hi(em), a.unv);
   }
   if (a.r <= 0x1p-20 && em >= 0x1p-900 && em <= 0x1p900)
@@ -52,6 +54,7 @@ inline Enc enc_exp_from(const Enc& a, double em) {
 inline Enc enc_exp(const Enc& a) { return enc_exp_from(a, std::exp(a.m)); }
 inline Enc enc_tanh(const Enc& a) { return enc_detail::increasing(a, [](double x) { return std::tanh(x); }); }
 inline Enc enc_log(const Enc& a) {
+  if (!std::isfinite(a.m)) return Enc{std::log(a.m), 0.0, a.unv};  // NaN, log(inf) = inf, log(-inf) = NaN
   if (!(enc_lo(a) > 0) && a.r != 0) return Enc{0.0, enc_detail::kInf, a.unv};
   return enc_detail::increasing(a, [](double x) { return std::log(x); });
 }
@@ -59,6 +62,10 @@ inline Enc enc_sin(const Enc& a) { return enc_detail::lipschitz1(a, [](double x)
 inline Enc enc_cos(const Enc& a) { return enc_detail::lipschitz1(a, [](double x) { return std::cos(x); }); }
 /// max over intervals: [max(lo), max(hi)].
 inline Enc enc_max(const Enc& a, const Enc& b) {
+  // NaN propagates (as torch.max does); max with +inf is +inf, with -inf the other.
+  if (std::isnan(a.m) || std::isnan(b.m)) return enc_detail::nan_value(a.unv || b.unv);
+  if (a.m == enc_detail::kInf || b.m == -enc_detail::kInf) return a;
+  if (b.m == enc_detail::kInf || a.m == -enc_detail::kInf) return b;
   if (a.r == 0 && b.r == 0) return Enc{std::fmax(a.m, b.m), 0.0, a.unv || b.unv};
   return enc_from_bounds(std::fmax(enc_lo(a), enc_lo(b)), std::fmax(enc_hi(a), enc_hi(b)), a.unv || b.unv);
 }

@@ -54,6 +54,45 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 [[gnu::always_inline]] inline Enc enc_exact(double v) { return Enc{v, 0.0, false}; }
 
+// Special values (DESIGN.md: IEEE rules on the defined computation). Enc{NaN, 0} is a value
+// known to be NaN and Enc{±inf, 0} one known to be infinite; an infinite radius around a
+// finite midpoint is an unknown value. NaN is sticky; an infinite operand gives the IEEE
+// result where the other operand's sign (or zero) is certain, else an unknown value.
+namespace enc_detail {
+[[gnu::always_inline]] inline bool finite(double x) { return std::fabs(x) < kInf; }
+inline Enc nan_value(bool unv) { return Enc{std::numeric_limits<double>::quiet_NaN(), 0.0, unv}; }
+inline Enc unknown(bool unv) { return Enc{0.0, kInf, unv}; }
+/// a + b with a midpoint that is not finite.
+inline Enc special_sum(const Enc& a, const Enc& b) {
+  const bool unv = a.unv || b.unv;
+  const double m = a.m + b.m;
+  if (std::isnan(m) || std::isnan(a.m) || std::isnan(b.m)) return nan_value(unv);
+  if ((finite(a.m) && a.r == kInf) || (finite(b.m) && b.r == kInf)) return unknown(unv);
+  return Enc{m, 0.0, unv};  // ±inf plus a bounded value, or two infinities of one sign
+}
+/// Whether an enclosure's sign is certain and nonzero (or it is an infinity).
+inline int sure_sign(const Enc& e) {
+  if (!finite(e.m)) return e.m > 0 ? 1 : -1;
+  if (e.r == kInf) return 0;
+  if (e.m - e.r > 0) return 1;
+  if (e.m + e.r < 0) return -1;
+  return 0;
+}
+/// a * b (is_div: a / b) with a midpoint that is not finite.
+inline Enc special_mul(const Enc& a, const Enc& b, bool is_div) {
+  const bool unv = a.unv || b.unv;
+  if (std::isnan(a.m) || std::isnan(b.m)) return nan_value(unv);
+  const Enc& inf = finite(a.m) ? b : a;
+  const Enc& other = finite(a.m) ? a : b;
+  if (!finite(a.m) && !finite(b.m)) return is_div ? nan_value(unv) : Enc{a.m * b.m, 0.0, unv};
+  if (is_div && &inf == &b) return other.r == kInf ? unknown(unv) : Enc{a.m / b.m, 0.0, unv};  // finite / inf = ±0
+  if (!is_div && other.m == 0 && other.r == 0) return nan_value(unv);                       // inf * 0
+  const int s = sure_sign(other);
+  if (s == 0) return unknown(unv);
+  return Enc{(inf.m > 0) == (s > 0) ? kInf : -kInf, 0.0, unv};
+}
+}  // namespace enc_detail
+
 /// An enclosure of [a, b] (a <= b, each already an outward bound).
 [[gnu::always_inline]] inline Enc enc_from_bounds(double a, double b, bool unv) {
   using namespace enc_detail;
@@ -75,6 +114,8 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 [[gnu::always_inline]] inline Enc operator+(const Enc& a, const Enc& b) {
   double m = a.m + b.m;
+  if (!enc_detail::finite(m)) [[unlikely]]
+    return enc_detail::special_sum(a, b);
   double e = std::fabs(two_sum_err(a.m, b.m, m));
   double r = (a.r == 0 && b.r == 0 && e == 0) ? 0.0 : enc_detail::rup(a.r + b.r + e);
   return Enc{m, r, a.unv || b.unv};
@@ -83,6 +124,8 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 [[gnu::always_inline]] inline Enc operator-(const Enc& a, const Enc& b) { return a + (-b); }
 [[gnu::always_inline]] inline Enc operator*(const Enc& a, const Enc& b) {
   double m = a.m * b.m;
+  if (!enc_detail::finite(m)) [[unlikely]]
+    return enc_detail::special_mul(a, b, false);
   // An exact zero times anything finite is an exact zero.
   if ((a.m == 0 && a.r == 0 && std::isfinite(b.m) && b.r < enc_detail::kInf) ||
       (b.m == 0 && b.r == 0 && std::isfinite(a.m) && a.r < enc_detail::kInf))
@@ -92,6 +135,7 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
   return Enc{m, r, a.unv || b.unv};
 }
 inline Enc operator/(const Enc& a, const Enc& b) {
+  if (!enc_detail::finite(a.m) || !enc_detail::finite(b.m)) return enc_detail::special_mul(a, b, true);
   double den = (std::fabs(b.m) - b.r) * (1.0 - 0x1p-50);
   if (!(den > 0)) return Enc{0.0, enc_detail::kInf, a.unv || b.unv};
   double q = a.m / b.m;
@@ -102,6 +146,8 @@ inline Enc operator/(const Enc& a, const Enc& b) {
 
 /// Mandated rounding: [lo, hi] maps to [RN(lo), RN(hi)] (rounding is monotone).
 [[gnu::always_inline]] inline Enc enc_round_to(const Enc& a, DType d) {
+  if (!enc_detail::finite(a.m)) [[unlikely]]
+    return a;  // NaN and ±inf are exact in every format
   const double q = round_to(d, a.m);
   if (a.r == 0) return Enc{q, 0.0, a.unv};
   // Quick exit when [m - r, m + r] lies strictly inside q's rounding cell: the neighbours
@@ -117,6 +163,8 @@ inline Enc operator/(const Enc& a, const Enc& b) {
 /// 1/sqrt over [lo, hi], decreasing; each endpoint evaluation (two RN steps) is pushed
 /// outward by 2^-50 relative.
 inline Enc enc_rsqrt(const Enc& a) {
+  if (std::isnan(a.m) || a.m == -enc_detail::kInf) return enc_detail::nan_value(a.unv);
+  if (a.m == enc_detail::kInf) return Enc{0.0, 0.0, a.unv};
   double lo = enc_lo(a), hi = enc_hi(a);
   if (!(lo > 0)) return Enc{0.0, enc_detail::kInf, a.unv};
   double fa = 1.0 / std::sqrt(hi) * (1.0 - 0x1p-50), fb = 1.0 / std::sqrt(lo) * (1.0 + 0x1p-50);
@@ -127,6 +175,8 @@ inline Enc enc_rsqrt(const Enc& a) {
 /// u|x| + eta, eta the absolute error below the normal range (half the smallest
 /// subnormal, or the smallest normal when results flush to zero). Overflow admits ±inf.
 [[gnu::always_inline]] inline Enc enc_round_in(const Enc& a, DType d, double u, bool ftz) {
+  if (!enc_detail::finite(a.m)) [[unlikely]]
+    return a;
   // fp32 (the usual accumulator): a value is an fp32 number iff converting it to float
   // and back gives it again (exact in any rounding mode); the other formats use round_to.
   if (a.r == 0 && (d == DType::f32 ? static_cast<double>(static_cast<float>(a.m)) == a.m : round_to(d, a.m) == a.m) &&
@@ -140,7 +190,7 @@ inline Enc enc_rsqrt(const Enc& a) {
 
 /// Widening by k ulps of d (one ulp of x is at most 2^(1-p)|x|, or a subnormal step).
 inline Enc enc_widen_ulps(const Enc& a, DType d, double k) {
-  if (k == 0) return a;
+  if (k == 0 || !enc_detail::finite(a.m)) return a;
   double mag = std::fabs(a.m) + a.r;
   double ulp_rel = std::ldexp(1.0, 1 - format_of(d).p);
   return Enc{a.m, enc_detail::rup(a.r + k * (ulp_rel * mag + min_subnormal(d))), a.unv};
@@ -173,6 +223,11 @@ class EncSum {
   /// non-negative terms are themselves rounded n times, so they are scaled up by
   /// (1 + (n+2) 2^-52) before use.
   Enc exact() const {
+    if (!enc_detail::finite(m_)) [[unlikely]] {
+      if (std::isnan(m_)) return enc_detail::nan_value(unv_);
+      // ±inf terms of one sign: exact unless another term is unknown.
+      return r_ < enc_detail::kInf ? Enc{m_, 0.0, unv_} : enc_detail::unknown(unv_);
+    }
     double k = 1.0 + static_cast<double>(n_ + 2) * 0x1p-52;
     double r = r_ * k + round_err_ * k;
     return Enc{m_, r == 0 ? 0.0 : enc_detail::rup(r), unv_};
@@ -182,6 +237,7 @@ class EncSum {
   /// also lose up to d's smallest normal.
   Enc contract(DType d, double u, int64_t n_eff, bool ftz = false) const {
     Enc e = exact();
+    if (!enc_detail::finite(e.m)) return e;
     double abs = abs_ * (1.0 + static_cast<double>(n_ + 2) * 0x1p-52);
     if (abs == 0) return e;
     double g = gamma_n(n_eff, u);

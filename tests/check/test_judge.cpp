@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "check/judge.hpp"
 #include "core/tensor.hpp"
@@ -43,6 +44,33 @@ TEST(Judge, NanFailsAndExactZeroPasses) {
   EXPECT_EQ(tv.first_fail_index, 2);
   o.view.store(2, 0.0);
   EXPECT_EQ(kv::judge(o.view, ref, enc, true).verdict, "pass");
+}
+
+// Where an intermediate may overflow (the admissible set is unbounded on a side), a correct
+// impl may reach NaN through inf * 0: NaN is admitted there but only as unverifiable; an
+// element with a finite bound still fails on NaN, and unwritten elements fail everywhere.
+TEST(Judge, NanIsAdmittedOnlyWhereTheBoundIsInfinite) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Out o(kv::DType::f16, 3);
+  kv::OutputRef ref;
+  kv::OutputEnclosure enc;
+  point_ref(3, 1.0, 0.5, ref, enc);
+  enc.hi[0] = inf;  // element 0: the contract's arithmetic may overflow
+  o.view.store(0, std::nan(""));
+  o.view.store(1, 1.0);
+  o.view.store(2, 1.25);
+  auto tv = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv.verdict, "unverifiable");
+  EXPECT_EQ(tv.n_fail, 0);
+  EXPECT_EQ(tv.n_nan_admitted, 1);
+  EXPECT_EQ(tv.n_nan_mismatch, 0);
+  o.view.store(1, std::nan(""));  // finite bound: NaN fails
+  auto tv2 = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv2.verdict, "fail");
+  EXPECT_EQ(tv2.n_nan_mismatch, 1);
+  EXPECT_EQ(tv2.first_fail_index, 1);
+  Out u(kv::DType::f16, 3);  // all poisoned: element 0 fails although its bound is infinite
+  EXPECT_EQ(kv::judge(u.view, ref, enc, true).n_fail, 3);
 }
 
 TEST(Judge, PoisonIsUnwrittenAndPaddingWritesAreCaught) {

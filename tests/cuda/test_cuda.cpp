@@ -152,6 +152,63 @@ TEST(Cuda, RowKernelsHandleLayoutsAliasesMixedDtypesAndLongRows) {
   for (auto& c : cs) expect_pass(c);
 }
 
+// The RMSNorm kernels' paths (kernels/rms_norm/cuda_launch.hpp): a warp or a team of warps
+// per row, rows longer than the registers hold (read again; dW partials in the
+// workspace), misaligned and padded rows, in place, y/dy/dx/w in other dtypes than x,
+// fewer rows than dW programs, 1024-thread blocks, and the seed shape at the defaults.
+TEST(Cuda, RmsNormHandlesLayoutsAliasesMixedDtypesAndLongRows) {
+  REQUIRE_GPU();
+  std::vector<kv::Case> cs;
+  auto rc = [](bool bwd, std::vector<int64_t> shape, DType x, const char* nw, const char* mode = "llama",
+               const char* dw = "") {
+    kv::Case c = kvtest::rms_case(bwd, "cuda", std::move(shape), {{"x", x}}, mode, 9);
+    c.config["num_warps"] = nw;
+    if (bwd && *dw) c.config["dw"] = dw;
+    return c;
+  };
+  for (const char* nw : {"1", "4", "32"}) {
+    cs.push_back(rc(false, {3, 70001}, DType::bf16, nw, "gemma"));  // past the registers
+    kv::Case m = rc(false, {5, 1536}, DType::bf16, nw);
+    m.layout["x"] = {1, {}};         // misaligned by 2 bytes: element accesses
+    m.layout["y"] = {0, {1544, 1}};  // padded rows, aligned: vector accesses
+    cs.push_back(m);
+    kv::Case y = rc(false, {4, 4096}, DType::f16, nw, "none");
+    y.dtypes["y"] = DType::f32;
+    y.dtypes["w"] = DType::bf16;
+    cs.push_back(y);
+    kv::Case a = rc(false, {6, 2048}, DType::f32, nw);
+    a.alias["y"] = "x";
+    cs.push_back(a);
+    for (const char* s : {"per_sm", "fixed_partials", "atomics"}) {
+      cs.push_back(rc(true, {40, 9000}, DType::bf16, nw, "gemma", s));  // past the registers
+      kv::Case b = rc(true, {300, 1536}, DType::bf16, nw, "llama", s);
+      b.layout["x"] = {1, {}};
+      b.alias["dx"] = "dy";
+      b.attrs["m_rounding"] = "x_dtype";
+      cs.push_back(b);
+      kv::Case d = rc(true, {7, 333}, DType::f16, nw, "gemma", s);
+      d.dtypes["dy"] = DType::f32;
+      d.dtypes["dx"] = DType::bf16;
+      d.dtypes["w"] = d.dtypes["dw"] = DType::f32;
+      cs.push_back(d);
+      cs.push_back(rc(true, {2, 4096}, DType::f32, nw, "llama", s));
+    }
+  }
+  for (auto& c : cs) expect_pass(c);
+  for (bool bwd : {false, true}) {  // the defaults at the seed shape
+    kv::Case c = kvtest::rms_case(bwd, "cuda", {32760, 1536}, {{"x", DType::bf16}}, "llama", 1);
+    expect_pass(c);
+  }
+  // fixed_partials: the same dW bits on a 108-SM profile; dx and dW repeat run to run.
+  auto digest = [](const nlohmann::json& j, const char* t) { return j["outputs"][t]["digest"]["xxh64"]; };
+  kv::Case f = rc(true, {1000, 1536}, DType::bf16, "16", "llama", "fixed_partials");
+  auto p = run_cuda(f), q = run_cuda(f, "sm_count=108"), r = run_cuda(f);
+  for (const char* t : {"dw", "dx"}) {
+    EXPECT_EQ(digest(p, t), digest(q, t)) << t;
+    EXPECT_EQ(digest(p, t), digest(r, t)) << t;
+  }
+}
+
 // Clear reasons before launch: one dtype for the rows tensors, N exact in fp32 for
 // layer_norm, and the device's thread limit (a warp of 64 makes num_warps=32 2048 threads).
 TEST(Cuda, RowKernelsRejectWhatTheyCannotRun) {

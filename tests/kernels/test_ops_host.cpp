@@ -92,3 +92,26 @@ TEST(OpsSensitivity, EveryPlantedFaultIsFlagged) {
     EXPECT_GE(faults, 3) << op;
   }
 }
+
+// NaN and ±inf inputs (the nan_inject and inf_inject distributions): the defined
+// computation follows IEEE rules, so the reference requires NaN where a NaN input reaches
+// an output, and the host impls (which compute the definition) pass with NaN expected there.
+TEST(OpsSpecialValues, NanInputsRequireNanWhereTheyReach) {
+  for (const auto& op : kvtest::new_ops()) {
+    const std::string base = op.substr(0, op.find('.'));
+    if (base == "rope_table") continue;  // no drawn inputs
+    std::vector<int64_t> shape = {8, 300};
+    if (base == "rope") shape = {2, 9, 2, 64};
+    if (base == "fused_linear_cross_entropy") shape = {12, 64, 30};
+    int64_t expected = 0;
+    for (const char* dt : {"fp32", "bf16"})
+      for (const char* dist : {"nan_inject", "inf_inject"}) {
+        auto j = kvtest::run_in_process(kvtest::op_case(op, shape, dt, {}, dist, 3));
+        EXPECT_NE(j["verdict"], "fail") << op << " " << dt << " " << dist << " " << j.dump().substr(0, 2000);
+        EXPECT_NE(j["verdict"], "error") << op << " " << dt << " " << dist << " " << j.dump().substr(0, 2000);
+        if (std::string(dist) == "nan_inject") EXPECT_EQ(j["verdict"], "pass") << op << " " << dt;
+        for (auto& [name, o] : j["outputs"].items()) expected += o["n_nan_expected"].get<int64_t>();
+      }
+    EXPECT_GT(expected, 0) << op << ": no output element required NaN";
+  }
+}

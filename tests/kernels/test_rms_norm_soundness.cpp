@@ -89,17 +89,26 @@ TEST(RmsSoundness, StridedMisalignedAndInPlaceLayoutsPass) {
   EXPECT_EQ(j["verdict"], "pass") << j.dump();
 }
 
-TEST(RmsSoundness, Fp16OverflowInModeNoneFailsOnlyThroughNanWhereNothingIsBounded) {
+TEST(RmsSoundness, Fp16OverflowInModeNoneAdmitsNanOnlyAsUnverifiable) {
   // Found by fuzzing: rows of tiny values in fp16, mode none: rstd^3 overflows fp16 and the
-  // host impl (the definition run in fp16) writes NaN where the real dx is finite.
+  // host impl (the definition run in fp16) writes NaN (inf * 0) where the real dx is
+  // finite. The contract's own arithmetic overflows there (the admissible set is unbounded),
+  // so the NaN is admitted, and the case is unverifiable: never a pass.
   kv::Case c = kv::Case::parse(
       "kv1 op=rms_norm.bwd impl=host config=dw:serial,num_warps:8,order:asc shape=2x511 "
       "dtypes=dw:fp16,dx:fp16,dy:fp16,rstd:fp16,w:fp16,x:fp16 attrs=eps:0x1.4f8b588e368f1p-17,m_rounding:x_dtype,"
       "mode:none,offset:0x0p+0 dist=tiny seed=237451 gen=1");
   auto j = kvtest::run_in_process(c);
-  EXPECT_EQ(j["verdict"], "fail") << j.dump();
+  EXPECT_EQ(j["verdict"], "unverifiable") << j.dump();
   const auto& dx = j["outputs"]["dx"];
-  EXPECT_GT(dx["n_nan_mismatch"].get<int64_t>(), 0);
-  EXPECT_EQ(dx["n_fail"], dx["n_fail_unverifiable"]) << dx.dump();
-  EXPECT_GT(dx["n_unverifiable"].get<int64_t>(), 0);
+  EXPECT_GT(dx["n_nan_admitted"].get<int64_t>(), 0);
+  EXPECT_EQ(dx["n_nan_mismatch"], 0);
+  EXPECT_EQ(dx["n_fail"], 0) << dx.dump();
+  EXPECT_GE(dx["n_unverifiable"].get<int64_t>(), dx["n_nan_admitted"].get<int64_t>());
+  // The same rows in llama mode (fp32 statistics) are bounded, and pass.
+  kv::Case l = kv::Case::parse(
+      "kv1 op=rms_norm.bwd impl=host config=dw:serial,num_warps:8,order:asc shape=2x511 "
+      "dtypes=dw:fp16,dx:fp16,dy:fp16,rstd:fp32,w:fp16,x:fp16 attrs=eps:0x1.4f8b588e368f1p-17,m_rounding:x_dtype,"
+      "mode:llama,offset:0x0p+0 dist=tiny seed=237451 gen=1");
+  EXPECT_EQ(kvtest::run_in_process(l)["verdict"], "pass");
 }

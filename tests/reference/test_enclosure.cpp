@@ -5,6 +5,8 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cfenv>
 #include <random>
 
@@ -142,4 +144,45 @@ TEST(Enclosure, FlushingSumsWidenBySmallestNormals) {
   EXPECT_LE(kv::enc_lo(ftz), 0.0);
   EXPECT_LE(kv::enc_lo(ftz), exact);
   EXPECT_GE(kv::enc_hi(ftz), exact);
+}
+
+// IEEE special values on the defined computation: NaN is sticky, an infinity with a
+// bounded operand of certain sign stays an exact infinity, inf * 0 and inf - inf are NaN,
+// finite / inf is 0, and an infinity times an interval around 0 is an unknown value.
+TEST(Enclosure, SpecialValuesFollowIeee) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const kv::Enc pinf = kv::enc_exact(inf), ninf = kv::enc_exact(-inf), qnan = kv::enc_exact(nan);
+  const kv::Enc two{2.0, 0.25, false}, zero = kv::enc_exact(0.0), around0{0.0, 0.5, false};
+  auto is_nan = [](const kv::Enc& e) { return std::isnan(e.m) && e.r == 0; };
+  auto is_inf = [&](const kv::Enc& e, double s) { return e.m == s * inf && e.r == 0; };
+  auto unknown = [&](const kv::Enc& e) { return std::isfinite(e.m) && e.r == inf; };
+  EXPECT_TRUE(is_nan(qnan + two));
+  EXPECT_TRUE(is_nan(two * qnan));
+  EXPECT_TRUE(is_nan(kv::enc_rsqrt(qnan)));
+  EXPECT_TRUE(is_nan(kv::enc_exp(qnan)));
+  EXPECT_TRUE(is_inf(pinf + two, 1));
+  EXPECT_TRUE(is_nan(pinf + ninf));
+  EXPECT_TRUE(is_inf(ninf * two, -1));
+  EXPECT_TRUE(is_inf(pinf * -two, -1));
+  EXPECT_TRUE(is_nan(pinf * zero));
+  EXPECT_TRUE(unknown(pinf * around0));
+  EXPECT_EQ((two / pinf).m, 0.0);
+  EXPECT_EQ((two / pinf).r, 0.0);
+  EXPECT_TRUE(is_nan(pinf / ninf));
+  EXPECT_EQ(kv::enc_exp(ninf).m, 0.0);
+  EXPECT_EQ(kv::enc_exp(ninf).r, 0.0);
+  EXPECT_EQ(kv::enc_rsqrt(pinf).m, 0.0);
+  EXPECT_TRUE(is_nan(kv::enc_max(two, qnan)));
+  EXPECT_EQ(kv::enc_max(ninf, two).m, 2.0);
+  EXPECT_TRUE(is_inf(kv::enc_round_to(pinf, kv::DType::bf16), 1));
+  EXPECT_TRUE(is_nan(kv::enc_round_in(qnan, kv::DType::f32, 0x1p-24, false)));
+  kv::EncSum s;
+  s.add(two), s.add(pinf), s.add(two);
+  EXPECT_TRUE(is_inf(s.exact(), 1));
+  EXPECT_TRUE(is_inf(s.contract(kv::DType::f32, 0x1p-24, 3), 1));
+  s.add(ninf);
+  EXPECT_TRUE(is_nan(s.exact()));
+  kv::EncSum t;
+  t.add(pinf), t.add(kv::Enc{1.0, inf, false});  // an unknown term: the sum is unknown
+  EXPECT_TRUE(unknown(t.exact()));
 }
