@@ -16,9 +16,9 @@ class CudaCrossEntropy : public CudaRowImpl {
   explicit CudaCrossEntropy(bool bwd) : CudaRowImpl(bwd ? "cross_entropy.bwd" : "cross_entropy.fwd", false), bwd_(bwd) {}
   std::string version() const override { return KV_IMPL_VERSION_CUDA_CROSS_ENTROPY; }
   std::vector<ConfigKnob> knobs() const override {
-    auto k = CudaRowImpl::knobs();
-    k.push_back(cecuda::block_v_knob());
-    return k;
+    // 32 warps by default: a block takes a whole row (block_v=row) and keeps what fits of
+    // it in shared memory, one block per SM for the long rows of large vocabularies.
+    return {{"num_warps", {"32", "1", "2", "4", "8", "16"}}, cecuda::block_v_knob()};
   }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {

@@ -8,9 +8,10 @@
 // through distributed shared memory: each block writes its partial into a slot, and after
 // the cluster barrier every thread folds the slots in rank order, so every block holds the
 // same bits. Inside a block, thread t takes 16-byte chunks t, t+T, ... of the segment and
-// sums serially, then block_reduce's tree (kernels/cuda_rows.cuh). Each block keeps its
-// segment in shared memory between the passes where it fits (fp32: z, or tanh(x/s) under
-// softcap), else reads it again. Rows past the grid are taken in a grid-stride loop.
+// sums serially, then block_reduce's tree (kernels/cuda_rows.cuh). Each block keeps as much
+// of its segment raw in shared memory between the passes as the plan gives room for and
+// reads the rest again; the per-element transform is recomputed from the raw values in
+// every pass. Rows past the grid are taken in a grid-stride loop.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -111,25 +112,68 @@ struct Segment {
 };
 
 /// The per-element transform of the definition: b added, softcap's tanh. `c` is what the
-/// sources hand out (z, or tanh(x/s) under softcap); z follows from it.
+/// sources hand out (z, or tanh(x/s) under softcap); z follows from it. P (plain: no bias,
+/// no softcap) makes both the identity at compile time.
 struct Transform {
   Mat bias;
   float S;
   bool cap;
+  template <bool P>
   __device__ __forceinline__ float cached(float x, int64_t j) const {
+    if constexpr (P) return x;
     if (bias.base) x = __fadd_rn(x, ld_any(bias.base, bias.dtype, j * bias.cs));
     return cap ? tanhf(__fdiv_rn(x, S)) : x;
   }
-  __device__ __forceinline__ float z(float c) const { return cap ? __fmul_rn(S, c) : c; }
-  template <int VX>
+  template <bool P>
+  __device__ __forceinline__ float z(float c) const {
+    if constexpr (P) return c;
+    return cap ? __fmul_rn(S, c) : c;
+  }
+  template <bool P, int VX>
   __device__ __forceinline__ void all(float (&c)[VX], int cnt, int64_t j0) const {
-    for_elems<VX>(cnt, [&](int i) { c[i] = cached(c[i], j0 + i); });
+    if constexpr (!P) for_elems<VX>(cnt, [&](int i) { c[i] = cached<P>(c[i], j0 + i); });
   }
 };
 
-/// A row's segment read from global memory: the first pass reads it (four chunks in flight
-/// per thread) and keeps it in shared memory as fp32 where it fits (then the backward may
-/// keep exp(z - m) there in place of z); later passes read it again where it does not.
+/// e / den as IEEE division rounds it (__fdiv_rn's bits), with den fixed for a row: where
+/// 2^-100 <= e <= 1 <= den <= 2^24 (quotient and residuals normal), q = e * RN(1/den)
+/// corrected twice by its exact residual e - q den (Markstein: from a quotient within an
+/// ulp, one correction with the correctly rounded reciprocal gives the correctly rounded
+/// quotient); __fdiv_rn elsewhere (NaN, infinities, tiny e).
+struct Divider {
+  float den, y;
+  bool fast;
+  __device__ __forceinline__ static Divider of(float d) { return {d, __fdiv_rn(1.0f, d), d >= 1.0f && d <= 16777216.0f}; }
+  __device__ __forceinline__ float operator()(float e) const {
+    if (fast && e >= 0x1p-100f && e <= 1.0f) {
+      float q = __fmul_rn(e, y);
+      q = __fmaf_rn(__fmaf_rn(-q, den, e), y, q);
+      return __fmaf_rn(__fmaf_rn(-q, den, e), y, q);
+    }
+    return __fdiv_rn(e, den);
+  }
+};
+
+/// 16 bytes copied from global to shared memory asynchronously (cp.async, sm_80+), of which
+/// `bytes` are read and the rest zero-filled; both addresses 16-byte aligned.
+__device__ __forceinline__ void copy_async16(void* dst, const void* src, int bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/// Waits for every committed group of this thread but the latest.
+__device__ __forceinline__ void copy_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+/// Waits for every committed group of this thread.
+__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+/// Asks for the 16 bytes at p to be brought into L2.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
+/// A row's segment read from global memory: the first pass reads it and keeps its first
+/// `ncache` chunks raw in shared memory (as much of the segment as the plan gave room for);
+/// later passes take those from there and read the others again (from L2 where they are
+/// still there). Aligned rows (x.vec) copy the kept chunks with cp.async, every one in
+/// flight at once, and ask L2 for the others meanwhile; other layouts load two chunks per
+/// thread at a time. Either way a thread visits its chunks in order (the same maxima).
 template <typename X>
 struct StagedSource {
   static constexpr int VX = kV<X>;
@@ -137,13 +181,34 @@ struct StagedSource {
   const Transform& tf;
   const Segment<VX>& sg;
   int64_t r;
-  float4* cache;
-  __device__ __forceinline__ bool cached() const { return a.cache_bytes > 0; }
+  uint4* cache;
+  int ncache;  // chunks kept in shared memory
+  template <bool P>
+  __device__ __forceinline__ void max_of(const uint4& raw, int lc, float& m) const {
+    const int cnt = sg.cnt(lc);
+    float c[VX];
+    unpack_all<X>(raw, c);
+    tf.all<P, VX>(c, cnt, sg.j0(lc));
+    for_elems<VX>(cnt, [&](int i) { m = fmaxf(m, tf.z<P>(c[i])); });
+  }
+  template <bool P>
   __device__ __forceinline__ float max_pass() const {
-    constexpr int U = 4;
     float m = -INFINITY;
     const int T = blockDim.x;
-    for (int lc0 = threadIdx.x; lc0 < sg.nch; lc0 += T * U) {
+    int lc0 = threadIdx.x;
+    __syncthreads();  // the previous row's passes are done with the cache
+    if (a.x.vec) {
+      const int nc = ncache < sg.nch ? ncache : sg.nch;
+      const X* row = static_cast<const X*>(a.x.base) + r * a.x.rs;
+      for (int lc = threadIdx.x; lc < nc; lc += T)
+        copy_async16(cache + lc, row + sg.j0(lc), sg.cnt(lc) * static_cast<int>(sizeof(X)));
+      copy_async_commit();
+      for (int lc = nc + (threadIdx.x - nc % T + T) % T; lc < sg.nch; lc += T) prefetch_l2(row + sg.j0(lc));
+      copy_async_wait_all();
+      for (; lc0 < nc; lc0 += T) max_of<P>(cache[lc0], lc0, m);
+    }
+    constexpr int U = 2;
+    for (; lc0 < sg.nch; lc0 += T * U) {
       uint4 raw[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -154,23 +219,17 @@ struct StagedSource {
       for (int u = 0; u < U; ++u) {
         const int lc = lc0 + u * T;
         if (lc >= sg.nch) break;
-        const int cnt = sg.cnt(lc);
-        float c[VX];
-        unpack_all<X>(raw[u], c);
-        tf.all<VX>(c, cnt, sg.j0(lc));
-        for_elems<VX>(cnt, [&](int i) { m = fmaxf(m, tf.z(c[i])); });
-        if (cached()) cache_put<VX>(cache, sg.nch, 0, lc, c);
+        if (lc < ncache) cache[lc] = raw[u];
+        max_of<P>(raw[u], lc, m);
       }
     }
     return m;
   }
+  template <bool P>
   __device__ __forceinline__ void chunk(int lc, float (&c)[VX]) const {
-    if (cached()) return cache_get<VX>(cache, sg.nch, 0, lc, c);
-    load_chunk<X>(a.x, r, sg.j0(lc), sg.cnt(lc), c);
-    tf.all<VX>(c, sg.cnt(lc), sg.j0(lc));
+    unpack_all<X>(lc < ncache ? cache[lc] : load_raw<X>(a.x, r, sg.j0(lc), sg.cnt(lc)), c);
+    tf.all<P, VX>(c, sg.cnt(lc), sg.j0(lc));
   }
-  __device__ __forceinline__ bool keeps_e() const { return cached() && !tf.cap; }
-  __device__ __forceinline__ void keep_e(int lc, const float (&e)[VX]) const { cache_put<VX>(cache, sg.nch, 0, lc, e); }
 };
 
 /// A row's segment already in shared memory as raw X (copied there asynchronously while
@@ -181,21 +240,21 @@ struct PipedSource {
   const Transform& tf;
   const Segment<VX>& sg;
   const uint4* buf;
+  template <bool P>
   __device__ __forceinline__ float max_pass() const {
     float m = -INFINITY;
     for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
       float c[VX];
-      chunk(lc, c);
-      for_elems<VX>(sg.cnt(lc), [&](int i) { m = fmaxf(m, tf.z(c[i])); });
+      chunk<P>(lc, c);
+      for_elems<VX>(sg.cnt(lc), [&](int i) { m = fmaxf(m, tf.z<P>(c[i])); });
     }
     return m;
   }
+  template <bool P>
   __device__ __forceinline__ void chunk(int lc, float (&c)[VX]) const {
     unpack_all<X>(buf[lc], c);
-    tf.all<VX>(c, sg.cnt(lc), sg.j0(lc));
+    tf.all<P, VX>(c, sg.cnt(lc), sg.j0(lc));
   }
-  __device__ __forceinline__ bool keeps_e() const { return false; }
-  __device__ __forceinline__ void keep_e(int, const float (&)[VX]) const {}
 };
 
 /// The block's shared scalars: the block reduction's buffer and the cluster's slots
@@ -210,12 +269,15 @@ struct Shared {
 /// gradient, as the file's header says. Every block of the cluster takes the same branches.
 /// Returns whether the row used the cluster's slots of parity `par` (not for an ignored
 /// row): the caller flips the parity after those rows only, so a block writes a set of
-/// slots again only after the cluster passed a barrier of the row between.
-template <typename X, typename Y, bool BWD, class Src>
+/// slots again only after the cluster passed a barrier of the row between. P: the launch is
+/// plain (no bias, softcap, class weights, label smoothing or z-loss), which the compiler
+/// then drops from the per-element work; the operations left are the same.
+template <typename X, typename Y, bool BWD, bool P, class Src>
 __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& tf, const Segment<kV<X>>& sg, int64_t r,
                                             unsigned rank, int par, const Src& src, Shared& sh) {
   constexpr int VX = kV<X>;
-  const Params& q = a.q;
+  Params q = a.q;
+  if constexpr (P) q.weighted = false, q.ls = 0.0f, q.zl = 0.0f;
   const int C = a.ctas;
   const float V = static_cast<float>(q.v);  // exact: the host takes V <= 2^24
   const int64_t gr = a.row0 + r;
@@ -235,21 +297,19 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
   if (!BWD && !bad) {  // read before anything of the row is written
     float c[VX];
     load_chunk<X>(a.x, r, t, 1, c);
-    zt = tf.z(tf.cached(c[0], t));
+    zt = tf.z<P>(tf.cached<P>(c[0], t));
   }
-  float m[1] = {src.max_pass()};
+  float m[1] = {src.template max_pass<P>()};
   block_reduce<MaxOp, 1>(m, sh.red);
   const float mx = cluster_fold<MaxOp>(m[0], &sh.slots[par][0], &sh.bcast[0], C);
-  const bool keep_e = BWD && src.keeps_e();
   float d[1] = {0.0f};
   for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
     float c[VX];
-    src.chunk(lc, c);
+    src.template chunk<P>(lc, c);
     for_elems<VX>(sg.cnt(lc), [&](int i) {
-      c[i] = expf(__fsub_rn(tf.z(c[i]), mx));
+      c[i] = expf(__fsub_rn(tf.z<P>(c[i]), mx));
       d[0] += c[i];
     });
-    if (keep_e) src.keep_e(lc, c);
   }
   block_sum<1>(d, sh.red);
   const float den = cluster_fold<SumOp>(d[0], &sh.slots[par][1], &sh.bcast[1], C);
@@ -262,10 +322,10 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
       float s[1] = {0.0f};
       for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
         float c[VX];
-        src.chunk(lc, c);
+        src.template chunk<P>(lc, c);
         const int64_t j0 = sg.j0(lc);
         for_elems<VX>(sg.cnt(lc), [&](int i) {
-          const float dj = __fsub_rn(lse, tf.z(c[i]));
+          const float dj = __fsub_rn(lse, tf.z<P>(c[i]));
           s[0] += q.weighted ? __fmul_rn(ld_any(a.weight.base, a.weight.dtype, (j0 + i) * a.weight.cs), dj) : dj;
         });
       }
@@ -285,16 +345,17 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
     if (bad) scale = NAN;
     const float one_ls = __fsub_rn(1.0f, q.ls), inv_v = __fdiv_rn(1.0f, V);
     const float zlse2 = __fmul_rn(__fmul_rn(2.0f, q.zl), lse), wbar = q.weighted && q.ls > 0.0f ? a.stats[2] : 1.0f;
+    const Divider div = Divider::of(den);
     for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
       float c[VX];
-      src.chunk(lc, c);
+      src.template chunk<P>(lc, c);
       const int64_t j0 = sg.j0(lc);
       const int cnt = sg.cnt(lc);
       const int it = t >= j0 && t < j0 + VX ? static_cast<int>(t - j0) : -1;  // the target's place in the chunk
       float g[VX];
 #pragma unroll
       for (int i = 0; i < VX; ++i) {
-        const float pj = __fdiv_rn(keep_e ? c[i] : expf(__fsub_rn(tf.z(c[i]), mx)), den);
+        const float pj = div(expf(__fsub_rn(tf.z<P>(c[i]), mx)));
         float gj = i == it ? __fsub_rn(pj, 1.0f) : pj;  // the definition's p_t - 1, as it rounds
         if (q.weighted) gj = __fmul_rn(wt, gj);
         if (q.ls > 0.0f) {
@@ -306,13 +367,18 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
           gj = __fadd_rn(__fmul_rn(one_ls, gj), __fmul_rn(q.ls, sm));
         }
         if (q.zl > 0.0f) gj = __fadd_rn(gj, __fmul_rn(zlse2, pj));
-        if (tf.cap) gj = __fmul_rn(gj, __fsub_rn(1.0f, __fmul_rn(c[i], c[i])));
+        if (!P && tf.cap) gj = __fmul_rn(gj, __fsub_rn(1.0f, __fmul_rn(c[i], c[i])));
         g[i] = __fmul_rn(gj, scale);
       }
       store_n<Y, VX>(a.g, r, j0, cnt, g);
     }
   }
   return true;
+}
+
+/// Whether the launch is plain (process_row's P).
+__device__ __forceinline__ bool is_plain(const RowArgs& a) {
+  return !a.bias.base && !(a.q.softcap > 0.0f) && !a.q.weighted && !(a.q.ls > 0.0f) && !(a.q.zl > 0.0f);
 }
 
 /// One row per cluster (rows past the grid in a grid-stride loop), read from global memory.
@@ -323,21 +389,18 @@ __global__ void __launch_bounds__(1024) row_kernel_t(RowArgs a) {
   const Segment<kV<X>> sg(rank, a.block_v, a.q.v);
   const Transform tf{a.bias, a.q.softcap, a.q.softcap > 0.0f};
   const int64_t nclus = gridDim.x / a.ctas;
+  uint4* cache = reinterpret_cast<uint4*>(dyn_smem());
+  const int ncache = static_cast<int>(a.cache_bytes / 16);
+  const bool plain = is_plain(a);
   int par = 0;
-  for (int64_t r = blockIdx.x / a.ctas; r < a.rows; r += nclus)
-    par ^= process_row<X, Y, BWD>(a, tf, sg, r, rank, par, StagedSource<X>{a, tf, sg, r, dyn_smem()}, sh) ? 1 : 0;
+  for (int64_t r = blockIdx.x / a.ctas; r < a.rows; r += nclus) {
+    const StagedSource<X> src{a, tf, sg, r, cache, ncache};
+    const bool used = plain ? process_row<X, Y, BWD, true>(a, tf, sg, r, rank, par, src, sh)
+                            : process_row<X, Y, BWD, false>(a, tf, sg, r, rank, par, src, sh);
+    par ^= used ? 1 : 0;
+  }
   cluster_sync(a.ctas);  // no block leaves while another may still read its slots
 }
-
-/// 16 bytes copied from global to shared memory asynchronously (cp.async, sm_80+), of which
-/// `bytes` are read and the rest zero-filled; both addresses 16-byte aligned.
-__device__ __forceinline__ void copy_async16(void* dst, const void* src, int bytes) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/// Waits for every committed group of this thread but the latest.
-__device__ __forceinline__ void copy_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 /// As many clusters as the GPU holds, each taking rows r, r + clusters, ...: while a block
 /// works on one row's segment in shared memory, the next row's segment is copied into the
@@ -360,6 +423,7 @@ __global__ void __launch_bounds__(1024, 1) piped_kernel_t(RowArgs a) {
   };
   int64_t r = blockIdx.x / a.ctas;
   if (r < a.rows) fetch(r, 0);
+  const bool plain = is_plain(a);
   int par = 0;
   for (int it = 0; r < a.rows; r += nclus, ++it) {
     const int cur = it & 1;
@@ -367,7 +431,10 @@ __global__ void __launch_bounds__(1024, 1) piped_kernel_t(RowArgs a) {
     else copy_async_commit();  // an empty group keeps the count: the current row's is the one before
     copy_async_wait_all_but_one();
     __syncthreads();  // every thread's copies of the current row have landed
-    par ^= process_row<X, Y, BWD>(a, tf, sg, r, rank, par, PipedSource<X>{tf, sg, raw + cur * sg.nch}, sh) ? 1 : 0;
+    const PipedSource<X> src{tf, sg, raw + cur * sg.nch};
+    const bool used = plain ? process_row<X, Y, BWD, true>(a, tf, sg, r, rank, par, src, sh)
+                            : process_row<X, Y, BWD, false>(a, tf, sg, r, rank, par, src, sh);
+    par ^= used ? 1 : 0;
     __syncthreads();  // the half is read out before the next iteration refills it
   }
   cluster_sync(a.ctas);

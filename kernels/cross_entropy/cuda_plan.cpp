@@ -10,11 +10,11 @@
 
 namespace kv::cecuda {
 
-ConfigKnob block_v_knob() { return {"block_v", {"auto", "row", "2048", "4096", "8192", "16384", "32768"}}; }
+ConfigKnob block_v_knob() { return {"block_v", {"row", "auto", "2048", "4096", "8192", "16384", "32768"}}; }
 
 Plan plan(const Case& c, int64_t v, DType x, const DeviceProfile& p) {
   Plan pl;
-  const std::string b = c.config_or("block_v", "auto");
+  const std::string b = c.config_or("block_v", "row");
   v = std::max<int64_t>(v, 1);
   if (b == "row") {
     pl.block_v = v;
@@ -27,12 +27,12 @@ Plan plan(const Case& c, int64_t v, DType x, const DeviceProfile& p) {
   pl.ctas = static_cast<int>(std::min<int64_t>(ceil_div(v, pl.block_v), 1 << 30));
   pl.threads = static_cast<int>(32 * c.config_int("num_warps", 8));
   pl.chunk = rowcuda::chunk_elems(x);
-  // The largest segment, whole chunks of fp32 (staged) or two of raw 16-byte chunks
+  // The segment's raw 16-byte chunks: as many as fit (staged), or two segments whole
   // (pipelined); beside the kernels' static buffers (< 1 KiB).
   const int64_t nch = ceil_div(std::min(v, pl.block_v), pl.chunk);
-  const int64_t bytes = nch * pl.chunk * 4, piped = 2 * nch * 16;
-  pl.cache_bytes = bytes + 1024 <= p.smem_per_block ? bytes : 0;
-  pl.piped_bytes = piped + 1024 <= p.smem_per_block ? piped : 0;
+  const int64_t room = std::max<int64_t>(p.smem_per_block - 1024, 0) / 16 * 16;
+  pl.cache_bytes = std::min(nch * 16, room);
+  pl.piped_bytes = 2 * nch * 16 <= room ? 2 * nch * 16 : 0;
   return pl;
 }
 

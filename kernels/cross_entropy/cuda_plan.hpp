@@ -16,8 +16,11 @@ namespace kv::cecuda {
 /// Blocks of one row at most: a portable thread-block cluster.
 constexpr int kMaxCtas = 8;
 
-/// block_v: elements of a row per block. auto: the smallest power of two >= 4096 that
-/// splits the row into at most 8 blocks; row: one block per row (any GPU); a number: that.
+/// block_v: elements of a row per block. row (the default): one block per row (any GPU;
+/// enough blocks where the rows alone fill the GPU, and no cluster waits for its slowest
+/// block); auto: the smallest power of two >= 4096 that splits the row into at most 8
+/// blocks (parallelism for few rows); a number: that. The choice never depends on the
+/// number of rows or the GPU: a row's bits do not either.
 ConfigKnob block_v_knob();
 
 struct Plan {
@@ -25,7 +28,7 @@ struct Plan {
   int ctas = 1;             // blocks per row (a cluster when > 1)
   int threads = 0;          // 32 * num_warps
   int64_t chunk = 0;        // elements per 16-byte access of the logits
-  int64_t cache_bytes = 0;  // the segment as fp32 in shared memory, 0 where it does not fit
+  int64_t cache_bytes = 0;  // the segment's first raw chunks kept in shared memory (staged)
   int64_t piped_bytes = 0;  // two raw segments (pipelined kernel), 0 where they do not fit
 };
 

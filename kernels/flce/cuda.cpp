@@ -77,8 +77,8 @@ class CudaFlce : public CudaImpl {
   std::string name() const override { return "cuda"; }
   std::string version() const override { return KV_IMPL_VERSION_CUDA_FLCE; }
   std::vector<ConfigKnob> knobs() const override {
-    // 16 warps by default: the CE step's pipelined blocks of fp32 logits take half the
-    // shared memory each (one per SM), so more threads share the work of a row.
+    // 16 warps by default: the CE step's blocks (block_v=row) keep what fits of a row of
+    // fp32 logits in shared memory, one block per SM, so more threads share a row's work.
     std::vector<ConfigKnob> k = {{"num_warps", {"16", "1", "2", "4", "8", "32"}},
                                  cecuda::block_v_knob(),
                                  {"chunk", {"1024", "256", "512", "2048", "4096"}}};

@@ -1,9 +1,18 @@
-// CUDA SwiGLU and GeGLU (tanh approximation), forward and backward: one thread per element
-// (grid-stride, 64-bit indices), every operation in fp32 in the order reference/swiglu.hpp
-// and reference/geglu.hpp define (nvcc may fuse a multiply and an add: the contract says
-// so), expf/tanhf from CUDA's math library, IEEE division.
+// CUDA SwiGLU and GeGLU (tanh approximation), forward and backward, elementwise: every
+// operation in fp32 in the order reference/swiglu.hpp and reference/geglu.hpp define (nvcc
+// may fuse a multiply and an add: the contract says so), expf/tanhf from CUDA's math
+// library, IEEE division. The element's value never depends on which thread computes it or
+// how it is loaded.
+//
+// The [rows, n] views are cut into tiles of (threads * VX) elements of one row, VX = 16 /
+// sizeof(X); block b takes tiles b, b + grid, ... (64-bit indices; one division per tile,
+// none per element). Rows that follow each other in every tensor are taken as one row.
+// Where every tensor's rows are contiguous and 16-byte aligned (`vec`), thread t moves
+// elements t*VX .. t*VX+VX-1 of its tile with 16-byte accesses (element accesses for a
+// row's last partial chunk); otherwise element accesses, thread t taking elements t,
+// t + threads, ... of its tile (coalesced for contiguous rows at any alignment).
 #include "core/cuda/cuda_check.hpp"
-#include "kernels/cuda_dtype.cuh"
+#include "kernels/cuda_rows.cuh"
 #include "kernels/glu/cuda_launch.hpp"
 
 namespace kv::glucuda {
@@ -25,34 +34,114 @@ __device__ __forceinline__ float gelu_tanh_u(float a) {
   return tanhf(0.7978845608028654f * (a + 0.044715f * a3));
 }
 
+/// c = f(a) b.
+template <bool Geglu>
+__device__ __forceinline__ float fwd(float a, float b) {
+  float f;
+  if constexpr (Geglu) f = (0.5f * a) * (1.0f + gelu_tanh_u(a));
+  else f = a * sigmoid(a);
+  return f * b;
+}
+
+/// da and db from a, b and dc.
+template <bool Geglu>
+__device__ __forceinline__ void bwd(float a, float b, float dc, float& da, float& db) {
+  if constexpr (Geglu) {
+    const float th = gelu_tanh_u(a);
+    db = dc * ((0.5f * a) * (1.0f + th));
+    const float t1 = 0.5f * (1.0f + th);
+    const float dth = 1.0f - th * th;
+    const float poly = 0.7978845608028654f * (1.0f + 0.134145f * (a * a));
+    const float t2 = ((0.5f * a) * dth) * poly;
+    da = (dc * b) * (t1 + t2);
+  } else {
+    const float sig = sigmoid(a);
+    db = dc * (a * sig);
+    const float inner = 1.0f + a * (1.0f - sig);
+    da = (dc * b) * (sig * inner);
+  }
+}
+
+template <typename X>
+__device__ __forceinline__ X* at(const Mat& m, int64_t r, int64_t j) {
+  return static_cast<X*>(m.base) + r * m.rs + j * m.cs;
+}
+
+/// One element (r, j), element accesses; every input read before any output is written
+/// (outputs may alias inputs).
+template <typename X, bool Geglu, bool Bwd>
+__device__ __forceinline__ void one(const Args& g, int64_t r, int64_t j) {
+  const float a = ld<X>(at<X>(g.a, r, j)), b = ld<X>(at<X>(g.b, r, j));
+  if constexpr (!Bwd) {
+    *at<X>(g.c, r, j) = cvt<X>(fwd<Geglu>(a, b));
+  } else {
+    const float dc = ld<X>(at<X>(g.dc, r, j));
+    float da, db;
+    bwd<Geglu>(a, b, dc, da, db);
+    *at<X>(g.db, r, j) = cvt<X>(db);
+    *at<X>(g.da, r, j) = cvt<X>(da);
+  }
+}
+
+template <typename X>
+__device__ __forceinline__ uint4 ld16(const Mat& m, int64_t r, int64_t j) {
+  return *reinterpret_cast<const uint4*>(at<X>(m, r, j));
+}
+
+template <typename X>
+__device__ __forceinline__ void st16(const Mat& m, int64_t r, int64_t j, const float (&v)[rowcuda::kV<X>]) {
+  uint4 u;
+  if constexpr (sizeof(X) == 4) {
+    u = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+  } else {
+    u = make_uint4(rowcuda::pack2<X>(v[0], v[1]), rowcuda::pack2<X>(v[2], v[3]), rowcuda::pack2<X>(v[4], v[5]),
+                   rowcuda::pack2<X>(v[6], v[7]));
+  }
+  *reinterpret_cast<uint4*>(at<X>(m, r, j)) = u;
+}
+
+/// A whole aligned chunk of VX elements from (r, j): 16-byte loads of every input first,
+/// then the outputs.
+template <typename X, bool Geglu, bool Bwd>
+__device__ __forceinline__ void chunk16(const Args& g, int64_t r, int64_t j) {
+  constexpr int VX = rowcuda::kV<X>;
+  const uint4 ua = ld16<X>(g.a, r, j), ub = ld16<X>(g.b, r, j);
+  if constexpr (!Bwd) {
+    float c[VX];
+#pragma unroll
+    for (int i = 0; i < VX; ++i) c[i] = fwd<Geglu>(rowcuda::unpack<X>(ua, i), rowcuda::unpack<X>(ub, i));
+    st16<X>(g.c, r, j, c);
+  } else {
+    const uint4 udc = ld16<X>(g.dc, r, j);
+    float da[VX], db[VX];
+#pragma unroll
+    for (int i = 0; i < VX; ++i)
+      bwd<Geglu>(rowcuda::unpack<X>(ua, i), rowcuda::unpack<X>(ub, i), rowcuda::unpack<X>(udc, i), da[i], db[i]);
+    st16<X>(g.db, r, j, db);
+    st16<X>(g.da, r, j, da);
+  }
+}
+
 template <typename X, bool Geglu, bool Bwd>
 __global__ void glu_kernel(Args g) {
-  const int64_t total = g.rows * g.n;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / g.n, j = i % g.n;
-    auto at = [&](const Mat& m) { return static_cast<X*>(m.base) + r * m.rs + j * m.cs; };
-    const float a = ld<X>(at(g.a)), b = ld<X>(at(g.b));
-    if constexpr (!Bwd) {
-      float f;
-      if constexpr (Geglu) f = (0.5f * a) * (1.0f + gelu_tanh_u(a));
-      else f = a * sigmoid(a);
-      *at(g.c) = cvt<X>(f * b);
-    } else {
-      const float dc = ld<X>(at(g.dc));
-      if constexpr (Geglu) {
-        const float th = gelu_tanh_u(a);
-        *at(g.db) = cvt<X>(dc * ((0.5f * a) * (1.0f + th)));
-        const float t1 = 0.5f * (1.0f + th);
-        const float dth = 1.0f - th * th;
-        const float poly = 0.7978845608028654f * (1.0f + 0.134145f * (a * a));
-        const float t2 = ((0.5f * a) * dth) * poly;
-        *at(g.da) = cvt<X>((dc * b) * (t1 + t2));
+  constexpr int VX = rowcuda::kV<X>;
+  const int64_t T = blockDim.x, tile = T * VX;
+  const int64_t tpr = (g.n + tile - 1) / tile;  // tiles per row
+  const int64_t tiles = g.rows * tpr;
+  for (int64_t k = blockIdx.x; k < tiles; k += gridDim.x) {
+    const int64_t r = k / tpr, j0 = (k - r * tpr) * tile;
+    if (g.vec) {
+      const int64_t j = j0 + threadIdx.x * static_cast<int64_t>(VX);
+      if (j + VX <= g.n) {
+        chunk16<X, Geglu, Bwd>(g, r, j);
       } else {
-        const float sig = sigmoid(a);
-        *at(g.db) = cvt<X>(dc * (a * sig));
-        const float inner = 1.0f + a * (1.0f - sig);
-        *at(g.da) = cvt<X>((dc * b) * (sig * inner));
+        for (int64_t e = j; e < g.n; ++e) one<X, Geglu, Bwd>(g, r, e);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < VX; ++i) {
+        const int64_t j = j0 + i * T + threadIdx.x;
+        if (j < g.n) one<X, Geglu, Bwd>(g, r, j);
       }
     }
   }
@@ -66,13 +155,28 @@ const void* kernel_t(bool geglu, bool bwd) {
              : reinterpret_cast<const void*>(&glu_kernel<X, false, false>);
 }
 
+/// The tensors a launch touches.
+template <class F>
+bool all_of(const Args& a, bool bwd, F&& f) {
+  if (!f(a.a) || !f(a.b)) return false;
+  return bwd ? f(a.dc) && f(a.da) && f(a.db) : f(a.c);
+}
+
 template <typename X>
-void launch_t(bool geglu, bool bwd, const Args& a, cudaStream_t s) {
-  const int64_t total = a.rows * a.n;
-  if (total == 0) return;
-  int64_t blocks = (total + a.threads - 1) / a.threads;
-  if (blocks > 65535LL * 32) blocks = 65535LL * 32;  // grid-stride covers the rest
-  const unsigned grid = static_cast<unsigned>(blocks);
+void launch_t(bool geglu, bool bwd, Args a, cudaStream_t s) {
+  if (a.rows * a.n == 0) return;
+  // Rows that follow each other in every tensor are one row of rows * n.
+  if (a.rows > 1 && all_of(a, bwd, [&](const Mat& m) { return m.cs == 1 && m.rs == a.n; })) {
+    a.n *= a.rows;
+    a.rows = 1;
+  }
+  a.vec = all_of(a, bwd, [&](const Mat& m) {
+    const auto addr = reinterpret_cast<uintptr_t>(m.base);
+    return m.cs == 1 && addr % 16 == 0 && (a.rows == 1 || (m.rs * static_cast<int64_t>(sizeof(X))) % 16 == 0);
+  });
+  const int64_t tile = static_cast<int64_t>(a.threads) * (16 / static_cast<int64_t>(sizeof(X)));
+  const int64_t tiles = a.rows * ((a.n + tile - 1) / tile);
+  const unsigned grid = static_cast<unsigned>(tiles < 2147483647LL ? tiles : 2147483647LL);  // the loop covers the rest
   if (geglu && bwd) glu_kernel<X, true, true><<<grid, a.threads, 0, s>>>(a);
   else if (geglu) glu_kernel<X, true, false><<<grid, a.threads, 0, s>>>(a);
   else if (bwd) glu_kernel<X, false, true><<<grid, a.threads, 0, s>>>(a);

@@ -19,6 +19,7 @@ struct Args {
   Mat a, b, c, dc, da, db;
   int64_t rows, n;
   int threads;
+  int vec = 0;  // set by launch: every tensor's rows contiguous and 16-byte aligned
 };
 
 void launch(DType x, bool geglu, bool bwd, const Args& a, cudaStream_t s);
