@@ -113,6 +113,17 @@ nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string&
   return j;
 }
 
+double case_tensor_bytes(const Case& c, const OpBinding& op) {
+  double bytes = 0;
+  for (auto& s : op.tensors(c)) {
+    if (c.alias.count(s.name)) continue;  // written over an input's storage
+    TensorDesc d{s.name, s.dtype, s.shape, {}, 0};
+    if (auto it = c.layout.find(s.name); it != c.layout.end()) d.strides = it->second.strides, d.offset = it->second.offset;
+    bytes += static_cast<double>(d.storage_elems()) * static_cast<double>(dtype_size(s.dtype));
+  }
+  return bytes;
+}
+
 TensorSet allocate_tensors(const Case& c, const OpBinding& op) {
   TensorSet ts;
   for (auto& s : op.tensors(c)) {
@@ -166,15 +177,9 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
                          ", calibration measured " + std::to_string(it->second) + " on this device");
 
   // Memory: storage plus the reference's per-element value, bound and enclosure.
-  auto specs = op.tensors(c);
-  double need = 0;
-  for (auto& s : specs) {
-    TensorDesc d{s.name, s.dtype, s.shape, {}, 0};
-    if (auto it = c.layout.find(s.name); it != c.layout.end()) d.strides = it->second.strides, d.offset = it->second.offset;
-    double elems = static_cast<double>(d.storage_elems());
-    need += elems * static_cast<double>(dtype_size(s.dtype)) + static_cast<double>(d.numel()) * 8.0;
-    if (s.role == Role::output) need += static_cast<double>(d.numel()) * 48.0;
-  }
+  double need = case_tensor_bytes(c, op);
+  for (auto& s : op.tensors(c))
+    need += static_cast<double>(numel(s.shape)) * (s.role == Role::output ? 56.0 : 8.0);
   double avail = static_cast<double>(mem_available_bytes());
   if (need > 0.8 * avail)
     throw UsageError("shape " + shape_str(c.shape) + " does not fit in host memory: the case needs about " + gib(need) +

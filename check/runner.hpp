@@ -76,6 +76,10 @@ nlohmann::json result_skeleton(const Case& c, const RunEnv& env);
 /// An `error` result line with a reason.
 nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string& reason);
 
+/// Bytes of the case's tensors as laid out (storage, padding included; aliased outputs
+/// share their input's storage). An impl's own workspace is not counted.
+double case_tensor_bytes(const Case& c, const OpBinding& op);
+
 /// The case's tensors with their layouts and aliases: every buffer poisoned, canaried.
 TensorSet allocate_tensors(const Case& c, const OpBinding& op);
 

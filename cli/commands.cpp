@@ -441,7 +441,14 @@ int kverify_main(int argc, char** argv) {
       throw UsageError("calibrate-mma needs a CUDA build (configure with -DKVERIFY_CUDA=ON)");
 #endif
     }
-    if (*fuzzc) return run_fuzz_command(fz);
+    if (*fuzzc) {
+      for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "fuzz") {
+          fz.args.assign(argv + i + 1, argv + argc);
+          break;
+        }
+      return run_fuzz_command(fz);
+    }
     if (*driftc) return run_drift_command(dr);
     if (*mergec) return run_merge_command(mg);
     if (*reportc) return run_report_command(rp);

@@ -4,8 +4,12 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include "check/results.hpp"
+#include "check/runner.hpp"
+#include "cli/fuzz_devices.hpp"
 #include "cli/supervisor.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
@@ -33,6 +37,12 @@ CLI::App* add_fuzz_command(CLI::App& app, FuzzCommand& f) {
                             "cap on the elements of a generated shape (product of its dims; default 1048576)");
   f.curated_opt = c->add_option("--curated", f.curated,
                                 "curated tier replayed first: a file like fuzz/curated.json, or none (default: built in)");
+  c->add_option("--gpu-memory-budget", f.memory_budget,
+                "skip generated cases whose tensors need more device memory than this (e.g. 8GiB, 512MiB, or bytes; "
+                "an impl's workspace is not counted): counted as rejected, never launched");
+  c->add_option("--devices", f.devices,
+                "all: one worker per GPU of the host (CUDA_VISIBLE_DEVICES), each running shard i/N into DIR/device-i, "
+                "joined into DIR/results.jsonl; or a count N (on the host device: N parallel workers); default 1");
   c->add_option("--max-shrink-runs", f.opts.max_shrink_runs, "bound on the cases run to shrink one failure (default 200)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--max-shrink-seconds", f.opts.max_shrink_seconds, "bound on the time spent shrinking one failure (default 300)")
@@ -41,6 +51,25 @@ CLI::App* add_fuzz_command(CLI::App& app, FuzzCommand& f) {
 }
 
 namespace {
+
+/// "8GiB", "512MiB", "1.5GB", "1000000" (bytes).
+double parse_bytes(const std::string& s, const std::string& what) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = s.substr(used);
+  static const std::map<std::string, double> units = {{"", 1},      {"B", 1},        {"KiB", 0x1p10}, {"MiB", 0x1p20},
+                                                      {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"KB", 1e3},     {"MB", 1e6},
+                                                      {"GB", 1e9},     {"TB", 1e12}};
+  auto it = units.find(unit);
+  if (used == 0 || it == units.end() || !(v > 0))
+    throw UsageError(what + " must be a positive size like 8GiB, 512MiB or a byte count, not '" + s + "'");
+  return v * it->second;
+}
 
 std::string replay_options(const Common& c, const RunEnv& env) {
   std::string o = " --device " + env.device.kind;
@@ -54,6 +83,14 @@ std::string replay_options(const Common& c, const RunEnv& env) {
 
 int run_fuzz_command(FuzzCommand& f) {
   CampaignOptions& o = f.opts;
+  if (f.devices != "1") {
+    const std::string kind = make_env(f.common).device.kind;
+    const int n = fuzz_device_count(f.devices, kind);
+    if (n > 1) {
+      if (f.shard_opt->count()) throw UsageError("--devices shards the campaign itself: give --shard or --devices, not both");
+      return run_fuzz_on_devices(f.args, f.common.out, n, kind == "cuda");
+    }
+  }
   if (f.seed_opt->count()) o.seed = f.seed;
   if (f.cases_opt->count()) o.budget_cases = f.budget_cases;
   if (f.seconds_opt->count()) o.budget_seconds = f.budget_seconds;
@@ -76,7 +113,16 @@ int run_fuzz_command(FuzzCommand& f) {
     auto why = unavailable_reason(registry().impl(c.op, c.impl));
     return why ? error_result(c, env, *why) : sup.run(c, env);
   };
-  io.refused = [&](const Case& c) { return registry().impl(c.op, c.impl).invalid_reason(c, env.device.profile); };
+  const double budget = f.memory_budget.empty() ? 0.0 : parse_bytes(f.memory_budget, "--gpu-memory-budget");
+  io.refused = [&](const Case& c) -> std::optional<std::string> {
+    if (budget > 0) {
+      const double need = case_tensor_bytes(c, registry().op(c.op));
+      if (need > budget)
+        return "its tensors need " + std::to_string(static_cast<int64_t>(need)) + " bytes, over --gpu-memory-budget " +
+               f.memory_budget;
+    }
+    return registry().impl(c.op, c.impl).invalid_reason(c, env.device.profile);
+  };
   int code = run_campaign(o, io);
   return ext->failures().empty() ? code : 1;
 }

@@ -13,7 +13,6 @@
 
 namespace kv {
 
-namespace {
 std::string self_exe() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -21,7 +20,6 @@ std::string self_exe() {
   buf[n] = 0;
   return buf;
 }
-}  // namespace
 
 Supervisor::Supervisor(std::vector<std::string> worker_args, double timeout_s)
     : args_(std::move(worker_args)), timeout_s_(timeout_s) {

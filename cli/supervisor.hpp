@@ -14,6 +14,9 @@
 
 namespace kv {
 
+/// This executable's path (/proc/self/exe), or "kverify".
+std::string self_exe();
+
 class Supervisor {
  public:
   /// worker_args: arguments after the executable (e.g. {"__worker", "--device", "host"}).

@@ -19,6 +19,7 @@
 #include "cli_util.hpp"
 #include "core/case.hpp"
 #include "core/registry.hpp"
+#include "core/tensor.hpp"
 #include "fuzz/space.hpp"
 
 namespace {
@@ -70,7 +71,8 @@ TEST(FuzzCli, HelpListsTheOptions) {
   Out o = sh(KV_BIN, "fuzz --help");
   EXPECT_EQ(o.code, 0);
   for (const char* opt : {"--op", "--impl", "--budget-cases", "--budget-seconds", "--seed", "--out", "--resume", "--shard",
-                          "--max-elements", "--curated", "--device", "--device-profile", "--timeout", "--plugin", "--worker"})
+                          "--max-elements", "--curated", "--device", "--device-profile", "--timeout", "--plugin", "--worker",
+                          "--devices", "--gpu-memory-budget"})
     EXPECT_NE(o.text.find(opt), std::string::npos) << opt << "\n" << o.text;
   EXPECT_EQ(sh(KV_BIN, "merge --help").code, 0);
 }
@@ -184,6 +186,44 @@ TEST(FuzzCli, ShardsMergeToTheWholeCampaign) {
   EXPECT_EQ(case_verdicts(d + "/merged.jsonl"), case_verdicts(d + "/all/results.jsonl"));
   EXPECT_EQ(kv::read_results(d + "/merged.jsonl").size(), kv::read_results(d + "/all/results.jsonl").size());
   EXPECT_EQ(sh(KV_BIN, "merge " + d + "/merged.jsonl " + d + "/s1/results.jsonl").code, 2);  // exists
+}
+
+TEST(FuzzCli, DevicesRunOneShardPerWorkerJoinedToTheWholeCampaign) {
+  // On the host device `--devices 2` runs two workers; on a GPU host each would get its own
+  // GPU. The joined results are the uninterrupted single-worker campaign's.
+  const std::string opts = " --device host --op softmax.fwd --op rms_norm.bwd --budget-cases 30 --seed 6 --max-elements 4096 --out ";
+  std::string d = tmpdir("fuzz_devices");
+  ASSERT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/one").code, 0);
+  Out o = sh(KV_BIN, "fuzz" + opts + d + "/two --devices 2");
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("[device 1]"), std::string::npos) << o.text;
+  EXPECT_TRUE(std::filesystem::exists(d + "/two/device-1/results.jsonl"));
+  EXPECT_EQ(case_verdicts(d + "/two/results.jsonl"), case_verdicts(d + "/one/results.jsonl"));
+  EXPECT_EQ(kv::read_results(d + "/two/results.jsonl").size(), kv::read_results(d + "/one/results.jsonl").size());
+  // Resumed with a larger budget, the workers go on from their shards.
+  o = sh(KV_BIN, "fuzz --device host --resume --budget-cases 40 --out " + d + "/two --devices 2");
+  ASSERT_EQ(o.code, 0) << o.text;
+  ASSERT_EQ(sh(KV_BIN, "fuzz --device host --resume --budget-cases 40 --out " + d + "/one").code, 0);
+  EXPECT_EQ(case_verdicts(d + "/two/results.jsonl"), case_verdicts(d + "/one/results.jsonl"));
+  EXPECT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/three --devices 0").code, 2);
+  EXPECT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/four --devices 2 --shard 0/2").code, 2);
+}
+
+TEST(FuzzCli, AGpuMemoryBudgetRejectsCasesWhoseTensorsExceedIt) {
+  // 4096 elements of fp32 x and y are 32 KiB: a 16 KiB budget rejects the large draws,
+  // never runs them, and keeps every run case within it.
+  std::string d = tmpdir("fuzz_membudget");
+  Out o = sh(KV_BIN, "fuzz --device host --op softmax.fwd --budget-cases 40 --seed 8 --max-elements 4096 "
+                     "--gpu-memory-budget 16KiB --curated none --out " + d);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("over --gpu-memory-budget 16KiB"), std::string::npos) << o.text;
+  for (auto& j : kv::read_results(d + "/results.jsonl")) {
+    int64_t bytes = 0;
+    for (auto& [name, t] : j["dtypes"].items())
+      bytes += kv::numel(j["shape"].get<std::vector<int64_t>>()) * (t == "fp32" ? 4 : 2);
+    EXPECT_LE(bytes, 16 * 1024) << j["case"];
+  }
+  EXPECT_EQ(sh(KV_BIN, "fuzz --device host --op softmax.fwd --gpu-memory-budget 12XB --out " + d + "/bad").code, 2);
 }
 
 TEST(FuzzCli, UsageErrorsExitTwo) {
