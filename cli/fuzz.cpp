@@ -7,11 +7,14 @@
 #include <map>
 #include <optional>
 
+#include "check/batch.hpp"
 #include "check/results.hpp"
 #include "check/runner.hpp"
 #include "cli/fuzz_devices.hpp"
 #include "cli/supervisor.hpp"
+#include "core/digest.hpp"
 #include "core/error.hpp"
+#include "core/safetensors.hpp"
 #include "core/registry.hpp"
 #include "fuzz/state.hpp"
 
@@ -122,6 +125,30 @@ int run_fuzz_command(FuzzCommand& f) {
                f.memory_budget;
     }
     return registry().impl(c.op, c.impl).invalid_reason(c, env.device.profile);
+  };
+  // Batch invariance: a second worker that keeps each case's outputs for the comparison.
+  const std::string kept = (std::filesystem::path(o.out) / "batch-outputs").string();
+  std::vector<std::string> bargs = worker_args(f.common, env, *ext);
+  bargs.insert(bargs.end(), {"--outputs-dir", kept});
+  Supervisor bsup(bargs, f.common.timeout_s);
+  if (ext->has_worker()) bsup.set_relay([&](const nlohmann::json& req) { return ext->relay(req); });
+  io.batch = [&](const Case& c, const nlohmann::json& r) -> std::optional<nlohmann::json> {
+    auto comp = batch_companion(c, r);
+    if (!comp) return std::nullopt;
+    std::filesystem::create_directories(kept);
+    auto outputs_of = [&](const Case& k) -> std::optional<std::map<std::string, StoredTensor>> {
+      const nlohmann::json res = bsup.run(k, env);
+      const std::string v = res.value("verdict", "error");
+      const auto path = std::filesystem::path(kept) / (hex64(k.case_id()) + ".safetensors");
+      if ((v != "pass" && v != "unverifiable" && v != "fail") || !std::filesystem::exists(path)) return std::nullopt;
+      auto t = read_safetensors(path.string());
+      std::filesystem::remove(path);
+      return t;
+    };
+    auto small = outputs_of(c);
+    auto big = small ? outputs_of(*comp) : std::nullopt;
+    if (!small || !big) return std::nullopt;
+    return compare_batch(*comp, r, *small, *big);
   };
   int code = run_campaign(o, io);
   return ext->failures().empty() ? code : 1;

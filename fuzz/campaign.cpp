@@ -193,11 +193,50 @@ class Campaign {
     if (refused) return reject("the device", c.str() + ": " + *refused);
     nlohmann::json j = io_.run(n);
     j["fuzz"] = fuzz_info(e);
+    const bool batch_fail = e.index >= 0 && e.index % 8 == 0 && batch_check(n, j);
     results_.append(j);
     ++tally_.run;
     count(j, e.index < 0);
     progress_.update(tally_);
-    if (failing(j)) shrink(e, j);
+    if (batch_fail) record_batch_failure(e, j);
+    else if (failing(j)) shrink(e, j);
+  }
+
+  /// Adds the batch-invariance check to a passing result; true when it broke the claim
+  /// (the result is then a fail with the violations as its reason).
+  bool batch_check(const Case& c, nlohmann::json& j) {
+    const std::string v = j.value("verdict", "");
+    if (!io_.batch || (v != "pass" && v != "unverifiable")) return false;
+    auto b = io_.batch(c, j);
+    if (!b) return false;
+    j["batch_invariance"] = *b;
+    if ((*b)["violations"].empty()) return false;
+    std::string why;
+    for (auto& s : (*b)["violations"]) why += (why.empty() ? "" : "; ") + s.get<std::string>();
+    j["verdict"] = "fail";
+    j["reason"] = why + " (companion: " + (*b)["companion"].get<std::string>() + ")";
+    return true;
+  }
+
+  /// A batch-invariance failure needs its companion to show: it is recorded as it is, with
+  /// both replay lines, not shrunk (the shrinker reruns cases alone).
+  void record_batch_failure(const Entry& e, const nlohmann::json& j) {
+    const std::string c = j.value("case", ""), comp = j["batch_invariance"]["companion"].get<std::string>();
+    nlohmann::json f = {{"case", c},
+                        {"verdict", "fail"},
+                        {"reason", j.value("reason", "")},
+                        {"replay", "kverify replay '" + c + "'" + o_.replay_options},
+                        {"replay_companion", "kverify replay '" + comp + "'" + o_.replay_options},
+                        {"shrink", {{"runs", 0}, {"steps", 0}, {"complete", false}}},
+                        {"fuzz", fuzz_info(e)}};
+    failures_.append(f);
+    shrunk_.insert(e.index);
+    ++tally_.failures;
+    progress_.clear();
+    std::cout << "fail #" << e.index << " (batch invariance): " << f["reason"].get<std::string>() << "\n    "
+              << f["replay"].get<std::string>() << "\n    " << f["replay_companion"].get<std::string>() << "\n"
+              << std::flush;
+    progress_.update(tally_, "", true);
   }
 
   void shrink(const Entry& e, const nlohmann::json& first) {

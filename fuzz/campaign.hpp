@@ -39,6 +39,9 @@ struct CampaignOptions {
 struct CampaignIO {
   std::function<nlohmann::json(const Case&)> run;
   std::function<std::optional<std::string>(const Case&)> refused;
+  /// Optional: the batch-invariance check of a case that passed (check/batch.hpp), run for
+  /// every 8th generated case; none where it does not apply. Violations make the case fail.
+  std::function<std::optional<nlohmann::json>(const Case&, const nlohmann::json&)> batch;
 };
 
 /// Runs (or resumes) a campaign; returns 0 when no case failed or errored, 1 otherwise.

@@ -10,6 +10,8 @@
 #include "ops/softmax.hpp"
 
 #include <cfenv>
+#include <cmath>
+#include <limits>
 #include <csignal>
 #include <thread>
 
@@ -67,6 +69,35 @@ class Upward : public kv::Impl {
   std::unique_ptr<kv::Impl> base_;
 };
 
+/// The host RMSNorm claiming batch_invariant (its contract) while, for about half of the
+/// row counts (a hash of it), its fp32 rstd comes out one ulp higher: inside the
+/// enclosure (every case passes), but the bits of a row change with the batch size.
+class BatchDependent : public kv::Impl {
+ public:
+  BatchDependent() : base_(kv::make_host_rms_norm(false)) {}
+  std::string op() const override { return "rms_norm.fwd"; }
+  std::string name() const override { return "test.batch_dependent"; }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return "test"; }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_->knobs(); }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override { return base_->contract(c, p); }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    base_->run(ts, c, p);
+    const uint64_t rows = static_cast<uint64_t>(kv::numel(c.shape) / std::max<int64_t>(c.shape.back(), 1));
+    auto rstd = ts.view("rstd");
+    if (!(((rows * 2654435761u) >> 7) & 1) || rstd.desc.dtype != kv::DType::f32) return;
+    for (int64_t r = 0; r < rstd.desc.numel(); ++r) {
+      double v = 0;
+      rstd.read(r, 1, &v);
+      rstd.store(r, std::nextafter(static_cast<float>(v), std::numeric_limits<float>::infinity()));
+    }
+  }
+
+ private:
+  std::unique_ptr<kv::Impl> base_;
+};
+
 }  // namespace
 
 const std::vector<PlantedBug>& planted_bugs() {
@@ -105,6 +136,7 @@ void register_test_impls() {
   kv::register_flce_faults(r);
   r.add(std::make_unique<Upward>(false));
   r.add(std::make_unique<Upward>(true));
+  r.add(std::make_unique<BatchDependent>());
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
 #ifdef KV_HAVE_CUDA

@@ -226,6 +226,29 @@ TEST(FuzzCli, AGpuMemoryBudgetRejectsCasesWhoseTensorsExceedIt) {
   EXPECT_EQ(sh(KV_BIN, "fuzz --device host --op softmax.fwd --gpu-memory-budget 12XB --out " + d + "/bad").code, 2);
 }
 
+TEST(FuzzCli, ABatchDependentImplBreaksItsBatchInvarianceClaim) {
+  // test.batch_dependent passes every case alone but sums rows in an order set by the
+  // number of rows: every 8th generated case is rerun beside a companion with more rows.
+  std::string d = tmpdir("fuzz_batch");
+  Out o = sh(KV_TESTBIN, "fuzz --device host --op rms_norm.fwd --impl test.batch_dependent --budget-cases 64 --seed 12 "
+                         "--max-elements 8192 --curated none --out " + d);
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("batch invariance"), std::string::npos) << o.text;
+  int checked = 0, broken = 0;
+  for (auto& j : kv::read_results(d + "/results.jsonl")) {
+    if (!j.contains("batch_invariance")) continue;
+    ++checked;
+    broken += !j["batch_invariance"]["violations"].empty();
+  }
+  EXPECT_GE(checked, 4);
+  EXPECT_GT(broken, 0);
+  for (auto& f : kv::read_results(d + "/failures.jsonl")) EXPECT_TRUE(f.contains("replay_companion")) << f.dump();
+  // The real host impl keeps its claim on the same campaign.
+  Out h = sh(KV_TESTBIN, "fuzz --device host --op rms_norm.fwd --impl host --budget-cases 64 --seed 12 "
+                         "--max-elements 8192 --curated none --out " + d + "/host");
+  EXPECT_EQ(h.code, 0) << h.text;
+}
+
 TEST(FuzzCli, UsageErrorsExitTwo) {
   std::string d = tmpdir("fuzz_usage");
   EXPECT_EQ(sh(KV_BIN, "fuzz --out " + d + "/x").code, 2);                             // no --op

@@ -1,0 +1,28 @@
+// Batch invariance (DESIGN.md: the same row gives the same bits at any batch size): a
+// case and its companion with more rows along the first dimension. Inputs are drawn per
+// coordinate, so the companion's first rows hold the case's inputs; an output whose impl
+// claims batch_invariant must then repeat its bits in those rows.
+#pragma once
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/case.hpp"
+#include "core/safetensors.hpp"
+
+namespace kv {
+
+/// The companion of c (first dimension grown by 1 + c.shape[0] % 3, normalized), or none
+/// where the check does not apply: no output claims batch_invariant in `result`'s
+/// contract, the case has layouts or aliases, or the op's inputs are not drawn per row.
+std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result);
+
+/// Compares the claimed outputs of the case (`small`) with the first rows of the
+/// companion's (`big`): {"companion", "outputs": {name: {"n_diff", "max_ulps"}},
+/// "violations": [...]}.
+nlohmann::json compare_batch(const Case& companion, const nlohmann::json& result,
+                             const std::map<std::string, StoredTensor>& small,
+                             const std::map<std::string, StoredTensor>& big);
+
+}  // namespace kv
