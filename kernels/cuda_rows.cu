@@ -10,6 +10,9 @@ namespace kv::rowcuda {
 
 namespace {
 
+constexpr int kBatch = 16;  // partials loaded at once per column
+constexpr int kColThreads = 64;  // small blocks: more SMs share the partials' loads
+
 __global__ void col_sums_kernel(ColSum s0, ColSum s1, int64_t n, int64_t G, int strategy) {
   // Field by field (a reference to either parameter would copy both to local memory).
   const bool first = blockIdx.y == 0;
@@ -23,9 +26,17 @@ __global__ void col_sums_kernel(ColSum s0, ColSum s1, int64_t n, int64_t G, int 
     float v;
     if (strategy == atomics) {
       v = acc[j];
-    } else {
+    } else {  // loads a batch ahead of the serial adds (the order of the adds is unchanged)
       v = 0.0f;
-      for (int64_t b = 0; b < G; ++b) v += partials[b * n + j];
+      int64_t b = 0;
+      for (; b + kBatch <= G; b += kBatch) {
+        float t[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) t[u] = partials[(b + u) * n + j];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) v += t[u];
+      }
+      for (; b < G; ++b) v += partials[b * n + j];
     }
     cuda::st_any(out, out_dtype, j * out_stride, v);
   }
@@ -44,9 +55,9 @@ unsigned resident_grid(const void* kernel, int threads, size_t smem, int64_t gro
 
 void launch_col_sums(const ColSum* sums, int count, int64_t n, int64_t G, int strategy, cudaStream_t st) {
   if (n == 0 || count == 0) return;
-  const int64_t blocks = (n + 255) / 256;
+  const int64_t blocks = (n + kColThreads - 1) / kColThreads;
   const dim3 grid(static_cast<unsigned>(blocks < 65535 ? blocks : 65535), static_cast<unsigned>(count));
-  col_sums_kernel<<<grid, 256, 0, st>>>(sums[0], count > 1 ? sums[1] : sums[0], n, G, strategy);
+  col_sums_kernel<<<grid, kColThreads, 0, st>>>(sums[0], count > 1 ? sums[1] : sums[0], n, G, strategy);
   KV_CUDA_LAUNCHED();
 }
 

@@ -1,11 +1,14 @@
-// Device-side pieces of the CUDA row kernels (softmax, layer_norm). A row of n elements is
-// split into chunks of V = 16 / sizeof(X) elements (one 16-byte access); thread t of a
-// block of T owns chunks t, t+T, t+2T, ... whatever the layout, so the order of every sum
-// is the same for aligned rows (vector accesses) and misaligned or strided ones (element
-// accesses): bits never depend on a row's address. A thread sums its elements serially,
-// then block_sum combines the threads: a shuffle tree in each warp, a tree across warps.
-// kernels/cuda_row_impl.cpp (row_reduction) declares exactly that shape.
+// Device-side pieces of the CUDA row kernels (softmax, layer_norm, rms_norm). A row of n
+// elements is split into chunks of V = 16 / sizeof(X) elements (one 16-byte access);
+// thread t of a block of T (rms_norm: lane t of a team of T) owns chunks t, t+T, t+2T, ...
+// whatever the layout, so the order of every sum is the same for aligned rows (vector
+// accesses) and misaligned or strided ones (element accesses): bits never depend on a
+// row's address. A thread sums its elements serially, then block_sum combines the
+// threads: a shuffle tree in each warp, a tree across warps. kernels/cuda_row_impl.cpp
+// (row_reduction) declares exactly that shape.
 #pragma once
+#include <type_traits>
+
 #include "kernels/cuda_dtype.cuh"
 #include "kernels/cuda_rows.hpp"
 
@@ -157,6 +160,36 @@ __device__ __forceinline__ void load_any(const Mat& m, int64_t row, int64_t j0, 
 #pragma unroll
   for (int i = 0; i < V; ++i) v[i] = i < cnt ? ld_any(m.base, m.dtype, off + i * m.cs) : 0.0f;
 }
+
+/// Stores V values (elements past cnt skipped) in a tensor whose dtype is known only at
+/// run time, rounded to nearest even; vector accesses when m.vec (as load_any).
+template <int V>
+__device__ __forceinline__ void store_any(const Mat& m, int64_t row, int64_t j0, int cnt, const float (&v)[V]) {
+  const int64_t off = row * m.rs + j0 * m.cs;
+  if (m.vec && cnt == V) {
+    if (m.dtype == F32) {
+      float4* p = reinterpret_cast<float4*>(static_cast<float*>(m.base) + off);
+#pragma unroll
+      for (int h = 0; h < V / 4; ++h) p[h] = make_float4(v[4 * h], v[4 * h + 1], v[4 * h + 2], v[4 * h + 3]);
+      return;
+    }
+    uint32_t w[V / 2];
+#pragma unroll
+    for (int h = 0; h < V / 2; ++h)
+      w[h] = m.dtype == BF16 ? pack2<__nv_bfloat16>(v[2 * h], v[2 * h + 1]) : pack2<__half>(v[2 * h], v[2 * h + 1]);
+    uint16_t* p = static_cast<uint16_t*>(m.base) + off;
+    if constexpr (V == 8) *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    else *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    if (i < cnt) st_any(m.base, m.dtype, off + i * m.cs, v[i]);
+}
+
+/// The runtime dtype code (kv::cuda::DT) of X.
+template <typename X>
+constexpr int kDT = sizeof(X) == 4 ? F32 : std::is_same_v<X, __half> ? F16 : BF16;
 
 /// The block's dynamic shared memory (one declaration for every row kernel).
 __device__ __forceinline__ float4* dyn_smem() {

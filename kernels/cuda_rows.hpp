@@ -1,5 +1,5 @@
-// Launch-side vocabulary shared by the CUDA row kernels (softmax, layer_norm, and the dW
-// second stage of rms_norm): strided row views, chunking, the shared-memory budget, and
+// Launch-side vocabulary shared by the CUDA row kernels (softmax, layer_norm, rms_norm):
+// strided row views, chunking, the shared-memory budget, and
 // the column-sum stage that turns per-program fp32 partials into dW/dB.
 #pragma once
 #include <cuda_runtime.h>

@@ -14,24 +14,12 @@ namespace kv {
 
 namespace {
 
-/// Addresses a tensor of shape (..., N) as rows x N with one row stride; nullopt when
-/// the leading dims do not collapse to a single stride.
-std::optional<rmscuda::Mat> as_mat(const DevView& v) {
-  const auto& d = v.desc;
-  auto st = d.effective_strides();
-  size_t k = d.shape.size();
-  // All leading dims must collapse to one row stride (a size-1 dim's stride is skipped,
-  // not trusted: shape 2x1xN with strides {S0, S1, 1} steps rows by S0).
-  auto rs = collapsed_stride(d, k == 0 ? 0 : k - 1);
-  if (!rs) return std::nullopt;
-  int64_t cs = st[k - 1];
-  auto* base = static_cast<uint8_t*>(v.base) + d.offset * static_cast<int64_t>(dtype_size(d.dtype));
-  return rmscuda::Mat{base, rmscuda::dt_code(d.dtype), *rs, cs};
-}
-
-rmscuda::Vec as_vec(const DevView& v) {
-  auto* base = static_cast<uint8_t*>(v.base) + v.desc.offset * static_cast<int64_t>(dtype_size(v.desc.dtype));
-  return rmscuda::Vec{base, rmscuda::dt_code(v.desc.dtype), v.desc.effective_strides().back()};
+/// Each tensor's role: rows x N (x, y, dy, dx), a vector over the columns (w, dw), or one
+/// value per row (rstd).
+RowRole role_of(const std::string& name) {
+  if (name == "w" || name == "dw") return RowRole::cols;
+  if (name == "rstd") return RowRole::per_row;
+  return RowRole::rows;
 }
 
 class CudaRmsNorm : public CudaImpl {
@@ -42,16 +30,20 @@ class CudaRmsNorm : public CudaImpl {
   std::string version() const override { return KV_IMPL_VERSION_CUDA_RMS_NORM; }
 
   std::vector<ConfigKnob> knobs() const override {
-    std::vector<ConfigKnob> k = {{"num_warps", {"4", "1", "2", "8", "16", "32"}}};
+    // Defaults: the fastest on an H100 at Liger's shapes (reports/gpus/.../rows-speed-*).
+    std::vector<ConfigKnob> k = {bwd_ ? ConfigKnob{"num_warps", {"16", "1", "2", "4", "8", "32"}}
+                                      : ConfigKnob{"num_warps", {"4", "1", "2", "8", "16", "32"}}};
     if (bwd_) k.push_back(dw_knob());
     return k;
   }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
-    // T lanes: serial runs of ceil(N/T), then shuffle and cross-warp trees of depth log2 T.
-    const int64_t n = c.shape.back(), T = 32 * c.config_int("num_warps", 4);
-    Contract k = rms_norm_contract(c, bwd_, {ceil_div(n, T), log2_ceil(T), 0, std::nullopt},
-                                   bwd_ ? dw_partials(c, p) : 1, dw_claims(c));
+    // A team of P = 32*wpr lanes per row (cuda_launch.hpp): serial runs over each lane's
+    // chunks, then shuffle and cross-warp trees (row_reduction's shape with P threads).
+    const int64_t n = c.shape.back();
+    const DType x = c.dtypes.at("x");
+    Contract k = rms_norm_contract(c, bwd_, row_reduction(n, 32 * wpr(c), rowcuda::chunk_elems(x)),
+                                   bwd_ ? programs(c, p) : 1, dw_claims(c));
     k.fma = true;  // nvcc contracts a*b+c; the enclosure of separate roundings contains it
     if (bwd_) k.reductions["rows"].ftz = dw_strategy(c) == rowcuda::atomics;  // global fp32 atomicAdd flushes subnormals
     return k;
@@ -59,28 +51,29 @@ class CudaRmsNorm : public CudaImpl {
 
   std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const override {
     if (!bwd_) return {};
-    return dw_workspaces({"dw"}, dw_partials(c, p), c.shape.back());
+    return dw_workspaces({"dw"}, programs(c, p), c.shape.back());
   }
 
  protected:
-  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
-    return c.config_int("num_warps", 4) * p.warp_size;
-  }
+  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override { return num_warps(c) * p.warp_size; }
   std::vector<KernelRef> kernels(const Case& c) const override {
     DType x = c.dtypes.at("x");
-    if (bwd_) return {{"rms_norm_bwd<" + std::string(dtype_name(x)) + ">", rmscuda::bwd_kernel(x), 0}};
-    return {{"rms_norm_fwd<" + std::string(dtype_name(x)) + ">", rmscuda::fwd_kernel(x), 0}};
+    if (bwd_) return {{"rms_norm_bwd<" + std::string(dtype_name(x)) + ">", rmscuda::bwd_kernel(x, 32 * num_warps(c)), 0}};
+    return {{"rms_norm_fwd<" + std::string(dtype_name(x)) + ">", rmscuda::fwd_kernel(x, 32 * num_warps(c)), 0}};
   }
   std::optional<std::string> layout_reason(const Case& c) const override {
+    if (c.shape.back() >= (int64_t(1) << 31))
+      return "N = " + std::to_string(c.shape.back()) + ": the kernels take rows of fewer than 2^31 elements";
     // Fuzzing drew rstd written over w: later programs then read rstd values as weights.
     if (auto why = row_alias_reason(c, bwd_ ? std::vector<std::string>{"dy", "x", "dx"} : std::vector<std::string>{"x", "y"}))
       return why;
+    const int64_t chunk = rowcuda::chunk_elems(c.dtypes.at("x"));
     for (auto& [name, l] : c.layout) {
       if (l.strides.empty()) continue;
-      DevView v{nullptr, TensorDesc{name, DType::f32, {}, l.strides, l.offset}};
+      DevView v{nullptr, TensorDesc{name, c.dtypes.at(name), {}, l.strides, l.offset}};
       for (auto& s : registry().op(c.op).tensors(c))
         if (s.name == name) v.desc.shape = s.shape;
-      if (!as_mat(v)) return "layout of " + name + ": the kernel addresses rows with one stride";
+      if (!row_view(v, role_of(name), chunk)) return "layout of " + name + ": the kernel addresses rows with one stride";
     }
     return std::nullopt;
   }
@@ -92,27 +85,36 @@ class CudaRmsNorm : public CudaImpl {
     const DType x = c.dtypes.at("x");
     const DType compute = m == rmscuda::none ? x : DType::f32;
     // Real launches use the GPU's own warp size; the profile's only validates.
-    const int threads = static_cast<int>(c.config_int("num_warps", 4) * 32);
-    auto mat = [&](const char* n_) {
-      auto m_ = as_mat(d.t.at(n_));
-      if (!m_) throw UsageError(std::string("layout of ") + n_ + " not addressable by this kernel");
+    const int threads = static_cast<int>(num_warps(c) * 32);
+    auto v = [&](const char* name) {
+      auto m_ = row_view(d.t.at(name), role_of(name), rowcuda::chunk_elems(x));
+      if (!m_) throw UsageError(std::string("layout of ") + name + " not addressable by this kernel");
       return *m_;
     };
+    const auto offset = static_cast<float>(c.attr_real("offset"));
     if (!bwd_) {
-      rmscuda::FwdArgs a{mat("x"), mat("y"), as_vec(d.t.at("w")), as_vec(d.t.at("rstd")), rows, n, m,
-                         static_cast<float>(round_to(compute, c.attr_real("eps"))),
-                         static_cast<float>(c.attr_real("offset")), threads};
+      rmscuda::FwdArgs a{v("x"), v("w"), v("y"), v("rstd"), rows, n, m,
+                         static_cast<float>(round_to(compute, c.attr_real("eps"))), offset, threads, wpr(c)};
       rmscuda::launch_fwd(x, a, d.stream);
       return;
     }
-    rmscuda::BwdArgs a{mat("dy"), mat("x"), mat("dx"), as_vec(d.t.at("w")), as_vec(d.t.at("rstd")), as_vec(d.t.at("dw")),
-                       rows, n, m, c.attr("m_rounding") == "x_dtype", static_cast<float>(c.attr_real("offset")), threads,
-                       dw_strategy(c), dw_partials(c, p), static_cast<float*>(d.ws.at("dw_partials").first),
-                       static_cast<float*>(d.ws.at("dw_acc").first)};
+    rmscuda::BwdArgs a{v("dy"), v("x"), v("w"), v("rstd"), v("dx"), v("dw"), rows, n, m,
+                       c.attr("m_rounding") == "x_dtype", offset, threads, wpr(c), dw_strategy(c), programs(c, p),
+                       static_cast<float*>(d.ws.at("dw_partials").first), static_cast<float*>(d.ws.at("dw_acc").first)};
     rmscuda::launch_bwd(x, a, d.stream);
   }
 
  private:
+  int num_warps(const Case& c) const { return static_cast<int>(c.config_int("num_warps", bwd_ ? 16 : 4)); }
+  /// Warps per row (a team), as the kernels choose it.
+  int wpr(const Case& c) const {
+    const int64_t n = c.shape.back();
+    const DType x = c.dtypes.at("x");
+    return bwd_ ? rmscuda::bwd_wpr(n, x, num_warps(c)) : rmscuda::fwd_wpr(n, x, num_warps(c));
+  }
+  /// dW programs: the blocks (dw_partials: the SM count or 64) times the teams in each.
+  int64_t programs(const Case& c, const DeviceProfile& p) const { return dw_partials(c, p) * (num_warps(c) / wpr(c)); }
+
   bool bwd_;
 };
 

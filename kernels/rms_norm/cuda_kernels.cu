@@ -1,16 +1,21 @@
-// CUDA RMSNorm, forward and backward. One block per row (forward) or per chunk of rows
-// (backward); a block of T = 32*num_warps threads sums a row as T serial runs followed by
-// a shuffle tree within warps and a tree across warps (depth log2 T), which is the
-// reduction shape the contract declares. The x dtype is a template parameter (it is also
-// the compute dtype of mode none); other tensors are addressed with runtime dtypes.
+// CUDA RMSNorm, forward and backward. A team of wpr warps owns a row (cuda_launch.hpp):
+// each lane sums its chunks serially (16-byte accesses where aligned, element accesses
+// otherwise, the same order either way), then a shuffle tree in each warp and a tree
+// across the team's warps: the reduction shape the contract declares (row_reduction with
+// P = 32*wpr threads). A lane keeps its first chunks in registers between the sum and the
+// second pass, so x (and dy) are read from global memory once. The x dtype is a template
+// parameter (also the compute dtype of mode none); the other tensors have runtime dtypes.
+// bwd: each team is a dW program over a contiguous chunk of rows, its fp32 partials in
+// registers (in its workspace row for chunks past the registers); the second stage
+// (cuda_rows.cu) sums the programs' partials in program order, or reads the atomic sums.
 #include "core/cuda/cuda_check.hpp"
-#include "kernels/cuda_dtype.cuh"
+#include "kernels/cuda_rows.cuh"
 #include "kernels/mutant.cuh"
 #include "kernels/rms_norm/cuda_launch.hpp"
 
 namespace kv::rmscuda {
 
-using namespace kv::cuda;
+using namespace kv::rowcuda;
 
 namespace {
 
@@ -20,107 +25,282 @@ __device__ __forceinline__ float cr(float v, bool none) {
   return none ? rnd<X>(v) : v;
 }
 
-/// Block-wide sum: shuffle tree in each warp, then across warps. Every lane returns the total.
+/// A block's teams: team `id` of `count` owns a row; `lane` is a thread's lane in it (0 .. P-1).
+struct Team {
+  int wpr, P, count, id, lane;
+  __device__ __forceinline__ explicit Team(int wpr_)
+      : wpr(wpr_), P(32 * wpr_), count(blockDim.x / (32 * wpr_)), id(threadIdx.x / (32 * wpr_)),
+        lane(threadIdx.x % (32 * wpr_)) {}
+};
+
+/// A team's sum: shuffle tree in each warp, then across the team's warps (each warp's
+/// total at red[warp]; every warp of the block calls it, the barriers are the block's).
+/// Every lane of the team returns the total.
 template <typename X>
-__device__ float block_sum(float v, bool none, float* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+__device__ float team_sum(float v, bool none, const Team& t, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int off = KV_MUTANT(cu_shfl_short) ? 8 : 16; off > 0; off >>= 1)
     v = cr<X>(v + __shfl_xor_sync(0xffffffffu, v, off), none);
+  if (t.wpr == 1) return v;
   if (!KV_MUTANT(cu_barrier_war)) __syncthreads();  // red[] may still be read from the previous call
   if (lane == 0) red[warp] = v;
   if (!KV_MUTANT(cu_barrier_raw)) __syncthreads();
-  v = lane < nw - KV_MUTANT(cu_last_warp) ? red[lane] : 0.0f;
+  v = lane < t.wpr - KV_MUTANT(cu_last_warp) ? red[t.id * t.wpr + lane] : 0.0f;
   for (int off = 16; off > 0; off >>= 1) v = cr<X>(v + __shfl_xor_sync(0xffffffffu, v, off), none);
   return v;
 }
 
-template <typename X>
-__global__ void fwd_kernel_t(FwdArgs a) {
+template <typename X, int C>
+__global__ void __launch_bounds__(C == 2 ? 1024 : 512, 1) fwd_kernel_t(FwdArgs a) {
+  constexpr int V = kV<X>;
   __shared__ float red[32];
   const bool none = a.mode == Mode::none, llama = a.mode == Mode::llama;
-  for (int64_t row = blockIdx.x; row < a.rows - KV_MUTANT(cu_fwd_last_row); row += gridDim.x) {
-    const X* xr = static_cast<const X*>(a.x.base) + row * a.x.rs;
-    float acc = 0.0f;
-    for (int64_t j = threadIdx.x; j < a.n - KV_MUTANT(cu_sq_tail); j += blockDim.x) {
-      float v = ld<X>(xr + j * a.x.cs);
-      acc = none ? rnd<X>(acc + rnd<X>(v * v)) : acc + v * v;
+  const Team t(a.wpr);
+  const int nch = chunks<V>(a.n);
+  const int64_t rows = a.rows - KV_MUTANT(cu_fwd_last_row), nsq = a.n - KV_MUTANT(cu_sq_tail);
+  const float offset = KV_MUTANT(cu_offset_dropped) ? 0.0f : a.offset;
+  Mat w = a.w;
+  if (KV_MUTANT(cu_w_stride_ignored)) w.cs = 1, w.vec = 0;
+  // Adds the squares of a chunk's elements (those before nsq) to acc, in order.
+  auto squares = [&](const uint4& raw, int c, int cnt, float& acc) {
+    float v[V];
+    unpack_all<X>(raw, v);
+    const int64_t left = nsq - static_cast<int64_t>(c) * V;
+    for_elems<V>(left < cnt ? static_cast<int>(left) : cnt,
+                 [&](int i) { acc = none ? rnd<X>(acc + rnd<X>(v[i] * v[i])) : acc + v[i] * v[i]; });
+  };
+  auto out = [&](const uint4& raw, int64_t row, int c, int cnt, float rstd) {
+    float wv[V], y[V];
+    load_any<V>(w, 0, static_cast<int64_t>(c) * V, cnt, wv);
+    unpack_all<X>(raw, y);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float wp = cr<X>(__fadd_rn(offset, wv[i]), none);
+      float xn = cr<X>(__fmul_rn(y[i], rstd), none);
+      if (llama && !KV_MUTANT(cu_llama_unrounded)) xn = rnd<X>(xn);
+      y[i] = cr<X>(__fmul_rn(xn, wp), none);
+      if (KV_MUTANT(cu_y_rz)) y[i] = rz_any(a.y.dtype, y[i]);
     }
-    float total = block_sum<X>(acc, none, red);
-    float ms = cr<X>(total / static_cast<float>(a.n), none);
+    if (a.y.dtype == kDT<X>) store_chunk<X>(a.y, row, static_cast<int64_t>(c) * V, cnt, y);
+    else store_any<V>(a.y, row, static_cast<int64_t>(c) * V, cnt, y);
+  };
+  for (int64_t g = blockIdx.x; g * t.count < rows; g += gridDim.x) {
+    const int64_t r = g * t.count + t.id;
+    const bool ok = r < rows;
+    const int64_t row = ok ? r : g * t.count;  // a team past the last row reads a row, stores nothing
+    uint4 raw[C];
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int c = t.lane + k * t.P;
+      if (c < nch) raw[k] = load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, chunk_count<V>(a.n, c));
+    }
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int c = t.lane + k * t.P;
+      if (c < nch) squares(raw[k], c, chunk_count<V>(a.n, c), acc);
+    }
+    for (int c = t.lane + C * t.P; c < nch; c += t.P) {  // past the registers
+      const int cnt = chunk_count<V>(a.n, c);
+      squares(load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, cnt), c, cnt, acc);
+    }
+    const float total = team_sum<X>(acc, none, t, red);
+    const float ms = cr<X>(total / static_cast<float>(a.n), none);
     float rstd = cr<X>(rsqrtf(cr<X>(ms + (KV_MUTANT(cu_eps_after_rsqrt) ? 0.0f : a.eps), none)), none);
     if (KV_MUTANT(cu_eps_after_rsqrt)) rstd = cr<X>(rstd + a.eps, none);
-    if (threadIdx.x == 0) st_any(a.rstd.base, a.rstd.dtype, row * a.rstd.stride, rstd);
-    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
-      const float w = ld_any(a.w.base, a.w.dtype, KV_MUTANT(cu_w_stride_ignored) ? j : j * a.w.stride);
-      float wp = cr<X>(__fadd_rn(KV_MUTANT(cu_offset_dropped) ? 0.0f : a.offset, w), none);
-      float xn = cr<X>(__fmul_rn(ld<X>(xr + j * a.x.cs), rstd), none);
-      if (llama && !KV_MUTANT(cu_llama_unrounded)) xn = rnd<X>(xn);
-      float yv = cr<X>(__fmul_rn(xn, wp), none);
-      if (KV_MUTANT(cu_y_rz)) yv = rz_any(a.y.dtype, yv);
-      st_any(a.y.base, a.y.dtype, row * a.y.rs + j * a.y.cs, yv);
+    if (!ok) continue;
+    if (t.lane == 0) st_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs, rstd);
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int c = t.lane + k * t.P;
+      if (c < nch) out(raw[k], row, c, chunk_count<V>(a.n, c), rstd);
+    }
+    for (int c = t.lane + C * t.P; c < nch; c += t.P) {  // read again (L2): y may share x's storage
+      const int cnt = chunk_count<V>(a.n, c);
+      out(load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, cnt), row, c, cnt, rstd);
     }
   }
 }
 
-/// m = dy * W' at (row, j), W' = offset + w in the compute dtype, m rounded per
-/// m_rounding (one rounding of the exact product to x's dtype, or a compute-dtype
-/// product); dy is returned too.
+/// m = dy * W' at element i of a chunk, W' = offset + w in the compute dtype, m rounded per
+/// m_rounding (one rounding of the exact product to x's dtype, or a compute-dtype product).
 template <typename X>
-__device__ __forceinline__ float grad_m(const BwdArgs& a, int64_t row, int64_t j, bool none, float& dyv) {
-  const float wp = cr<X>(__fadd_rn(a.offset, ld_any(a.w.base, a.w.dtype, j * a.w.stride)), none);
-  dyv = ld_any(a.dy.base, a.dy.dtype, row * a.dy.rs + j * a.dy.cs);
+__device__ __forceinline__ float grad_m(const BwdArgs& a, float w, float dyv, bool none) {
+  const float wp = cr<X>(__fadd_rn(a.offset, w), none);
   if (KV_MUTANT(cu_m_double_rounding) && a.m_round_x) return rnd<X>(__fmul_rn(dyv, wp));
   return a.m_round_x && !KV_MUTANT(cu_m_rounding_ignored)
              ? rnd_from_double<X>(static_cast<double>(dyv) * static_cast<double>(wp))
              : cr<X>(__fmul_rn(dyv, wp), none);
 }
 
-template <typename X>
-__global__ void bwd_kernel_t(BwdArgs a) {
+/// Adds the m*x terms of W elements at j0 (cnt of them) to acc in order.
+template <typename X, int W>
+__device__ __forceinline__ void add_terms(const BwdArgs& a, bool none, int64_t j0, int cnt, const float (&dy)[W],
+                                          const float (&x)[W], float& acc) {
+  float w[W];
+  load_any<W>(a.w, 0, j0, cnt, w);
+  for_elems<W>(cnt, [&](int i) {
+    const float m = grad_m<X>(a, w[i], dy[i], none);
+    acc = none ? rnd<X>(acc + rnd<X>(m * x[i])) : acc + m * x[i];
+  });
+}
+
+/// dx of W elements at j0 (stored; x is overwritten with it) and their dW terms added to d
+/// (in row order: each column's run over the program's rows is serial).
+template <typename X, int W>
+__device__ __forceinline__ void grads(const BwdArgs& a, bool none, int64_t row, int64_t j0, int cnt, float r, float cc,
+                                      const float (&dy)[W], float (&x)[W], float (&d)[W]) {
+  float w[W];
+  load_any<W>(a.w, 0, j0, cnt, w);
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    const float m = grad_m<X>(a, w[i], dy[i], none);
+    float tx = KV_MUTANT(cu_dw_no_rstd) ? x[i] : cr<X>(__fmul_rn(x[i], r), none);
+    if (a.mode == Mode::llama) tx = rnd<X>(tx);
+    d[i] = d[i] + cr<X>(dy[i] * tx, none);  // dW accumulates in fp32 in every mode
+    const float rm = cr<X>(__fmul_rn(r, m), none), cx = cr<X>(__fmul_rn(cc, x[i]), none);
+    x[i] = cr<X>(KV_MUTANT(cu_dx_sign) ? rm + cx : rm - cx, none);
+  }
+  if constexpr (W == kV<X>)
+    if (a.dx.dtype == kDT<X>) return store_chunk<X>(a.dx, row, j0, cnt, x);
+  store_any<W>(a.dx, row, j0, cnt, x);
+}
+
+template <typename X, int C>
+__global__ void __launch_bounds__(C == 0 ? 1024 : 512, C == 0 ? 0 : 1) bwd_kernel_t(BwdArgs a) {
+  constexpr int V = kV<X>, CR = C > 0 ? C : 1;  // CR: array extents
   __shared__ float red[32];
-  const bool none = a.mode == Mode::none, llama = a.mode == Mode::llama;
-  const int64_t per = KV_MUTANT(cu_rows_per_program_floor) ? a.rows / a.partials : (a.rows + a.partials - 1) / a.partials;
-  const int64_t r0 = blockIdx.x * per, r1 = min(a.rows, r0 + per);
-  float* part = a.ws_partials + static_cast<int64_t>(blockIdx.x) * a.n;
-  for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) part[j] = 0.0f;
-  const X* xb = static_cast<const X*>(a.x.base);
-  for (int64_t row = r0; row < r1; ++row) {
-    const float r = ld_any(a.rstd.base, a.rstd.dtype, row * a.rstd.stride);
-    float acc = 0.0f;
-    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
-      float dyv;
-      const float m = grad_m<X>(a, row, j, none, dyv);
-      float xv = ld<X>(xb + row * a.x.rs + j * a.x.cs);
-      acc = none ? rnd<X>(acc + rnd<X>(m * xv)) : acc + m * xv;
+  const bool none = a.mode == Mode::none;
+  const Team t(a.wpr);
+  const int nch = chunks<V>(a.n);
+  const bool dy_kept = a.dy.dtype == kDT<X>;  // dy in registers as raw X values, else read again
+  const int64_t prog = static_cast<int64_t>(blockIdx.x) * t.count + t.id;
+  const int64_t per = KV_MUTANT(cu_rows_per_program_floor) ? a.rows / a.programs
+                                                           : (a.rows + a.programs - 1) / a.programs;
+  const int64_t r0 = prog * per, r1 = min(a.rows, r0 + per);
+  float* part = a.ws_partials + prog * a.n;  // chunks past the registers accumulate here
+  for (int c = t.lane + C * t.P; c < nch; c += t.P)
+    for (int i = 0; i < chunk_count<V>(a.n, c); ++i) part[static_cast<int64_t>(c) * V + i] = 0.0f;
+  float dw[CR][V];
+#pragma unroll
+  for (int k = 0; k < CR; ++k)
+#pragma unroll
+    for (int i = 0; i < V; ++i) dw[k][i] = 0.0f;
+  // The chunks in registers: f(k, j0, cnt, dy, x) with x unpacked, dy unpacked where kept
+  // (else read again: dx may live in dy's storage, and dy is read before dx is written).
+  auto each_kept_chunk = [&](const auto& rdy, const auto& rx, int64_t row, auto&& f) {
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int c = t.lane + k * t.P;
+      if (c >= nch) continue;
+      const int cnt = chunk_count<V>(a.n, c);
+      const int64_t j0 = static_cast<int64_t>(c) * V;
+      float dy[V], x[V];
+      if (dy_kept) unpack_all<X>(rdy[k], dy);
+      else load_any<V>(a.dy, row, j0, cnt, dy);
+      unpack_all<X>(rx[k], x);
+      f(k, j0, cnt, dy, x);
     }
-    const float s = block_sum<X>(acc, none, red);
+  };
+  // Chunks past the registers, 4 elements at a time (few registers): f(j0, cnt, dy, x).
+  auto each_far_plane = [&](int64_t row, auto&& f) {
+    for (int c = t.lane + C * t.P; c < nch; c += t.P) {
+      const int cnt = chunk_count<V>(a.n, c);
+#pragma unroll 1
+      for (int h = 0; 4 * h < cnt; ++h) {
+        const int64_t j0 = static_cast<int64_t>(c) * V + 4 * h;
+        const int pc = cnt - 4 * h < 4 ? cnt - 4 * h : 4;
+        float dy[4], x[4];
+        load_any<4>(a.dy, row, j0, pc, dy);
+        load_any<4>(a.x, row, j0, pc, x);
+        f(j0, pc, dy, x);
+      }
+    }
+  };
+  // Every team of the block runs `per` iterations (the barriers of team_sum are the block's).
+  for (int64_t i = 0; i < per; ++i) {
+    const int64_t row = r0 + i;
+    const bool ok = row < r1;
+    uint4 rdy[CR], rx[CR];
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int c = t.lane + k * t.P;
+      if (ok && c < nch) {
+        const int cnt = chunk_count<V>(a.n, c);
+        rx[k] = load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, cnt);
+        if (dy_kept) rdy[k] = load_raw<X>(a.dy, row, static_cast<int64_t>(c) * V, cnt);
+      }
+    }
+    const float r = ok ? ld_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs) : 0.0f;
+    float acc = 0.0f;
+    if (ok) {
+      each_kept_chunk(rdy, rx, row, [&](int, int64_t j0, int cnt, float(&dy)[V], float(&x)[V]) { add_terms<X>(a, none, j0, cnt, dy, x, acc); });
+      each_far_plane(row, [&](int64_t j0, int pc, const float(&dy)[4], const float(&x)[4]) { add_terms<X>(a, none, j0, pc, dy, x, acc); });
+    }
+    const float s = team_sum<X>(acc, none, t, red);
+    if (!ok) continue;
     const float r2 = cr<X>(__fmul_rn(r, r), none), r3 = KV_MUTANT(cu_c_rstd_squared) ? r2 : cr<X>(__fmul_rn(r2, r), none);
-    const float c = cr<X>(__fmul_rn(r3, cr<X>(s / static_cast<float>(a.n), none)), none);
-    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) {
-      // dy is read before dx is written: dx may live in dy's storage. m is recomputed
-      // rather than kept: a row of any N needs no per-thread storage.
-      float dyv;
-      const float m = grad_m<X>(a, row, j, none, dyv);
-      float xv = ld<X>(xb + row * a.x.rs + j * a.x.cs);
-      float t = KV_MUTANT(cu_dw_no_rstd) ? xv : cr<X>(__fmul_rn(xv, r), none);
-      if (llama) t = rnd<X>(t);
-      part[j] = part[j] + cr<X>(dyv * t, none);  // dW accumulates in fp32 in every mode
-      const float rm = cr<X>(__fmul_rn(r, m), none), cx = cr<X>(__fmul_rn(c, xv), none);
-      float dx = cr<X>(KV_MUTANT(cu_dx_sign) ? rm + cx : rm - cx, none);
-      st_any(a.dx.base, a.dx.dtype, row * a.dx.rs + j * a.dx.cs, dx);
+    const float cc = cr<X>(__fmul_rn(r3, cr<X>(s / static_cast<float>(a.n), none)), none);
+    each_kept_chunk(rdy, rx, row, [&](int k, int64_t j0, int cnt, float(&dy)[V], float(&x)[V]) {
+      grads<X>(a, none, row, j0, cnt, r, cc, dy, x, dw[k]);
+    });
+    each_far_plane(row, [&](int64_t j0, int pc, const float(&dy)[4], const float(&x)[4]) {
+      float d[4], xx[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d[e] = e < pc ? part[j0 + e] : 0.0f, xx[e] = x[e];
+      grads<X>(a, none, row, j0, pc, r, cc, dy, xx, d);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (e < pc) part[j0 + e] = d[e];
+    });
+  }
+  // Publish the program's partials: its workspace row, or atomically.
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const int c = t.lane + k * t.P;
+    if (c >= nch) continue;
+    const int cnt = chunk_count<V>(a.n, c);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      if (e >= cnt) continue;
+      const int64_t j = static_cast<int64_t>(c) * V + e;
+      if (a.strategy == atomics) atomicAdd(a.ws_acc + j, dw[k][e]);
+      else part[j] = dw[k][e];
     }
   }
   if (a.strategy == atomics)
-    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) atomicAdd(a.ws_acc + j, part[j]);
+    for (int c = t.lane + C * t.P; c < nch; c += t.P)
+      for (int e = 0; e < chunk_count<V>(a.n, c); ++e)
+        atomicAdd(a.ws_acc + static_cast<int64_t>(c) * V + e, part[static_cast<int64_t>(c) * V + e]);
 }
 
-int64_t grid_for(int64_t rows) { return rows < 2147483647 ? rows : 2147483647; }
+template <typename X>
+const void* bwd_kernel_for(int threads) {
+  return bwd_chunks(threads) == 0 ? reinterpret_cast<const void*>(&bwd_kernel_t<X, 0>)
+                                  : reinterpret_cast<const void*>(&bwd_kernel_t<X, kBwdChunks>);
+}
+
+template <typename X>
+constexpr DType kDType = sizeof(X) == 4 ? DType::f32 : std::is_same_v<X, __half> ? DType::f16 : DType::bf16;
+
+/// The forward kernel of a block size: 2 chunks per lane kept (1024 threads), or kFull<X>.
+template <typename X>
+constexpr int kFull = kV<X> == 8 ? 8 : 4;
+
+template <typename X>
+const void* fwd_kernel_for(int threads) {
+  return fwd_chunks(kDType<X>, threads) == 2 ? reinterpret_cast<const void*>(&fwd_kernel_t<X, 2>)
+                                             : reinterpret_cast<const void*>(&fwd_kernel_t<X, kFull<X>>);
+}
 
 template <typename X>
 void fwd_t(const FwdArgs& a, cudaStream_t s) {
   if (a.rows == 0) return;
   KV_MUTANT_UPLOAD(s);
-  fwd_kernel_t<X><<<static_cast<unsigned>(grid_for(a.rows)), a.threads, 0, s>>>(a);
+  const int64_t teams = a.threads / (32 * a.wpr);
+  const unsigned grid = grid_rows((a.rows + teams - 1) / teams);
+  if (fwd_chunks(kDType<X>, a.threads) == 2) fwd_kernel_t<X, 2><<<grid, a.threads, 0, s>>>(a);
+  else fwd_kernel_t<X, kFull<X>><<<grid, a.threads, 0, s>>>(a);
   KV_CUDA_LAUNCHED();
 }
 
@@ -129,16 +309,16 @@ void bwd_t(BwdArgs a, cudaStream_t s) {
   KV_MUTANT_UPLOAD(s);
   if (KV_MUTANT(cu_dw_atomics) && a.strategy == fixed_partials) a.strategy = atomics;  // still claims run_to_run
   if (a.strategy == atomics) KV_CUDA(cudaMemsetAsync(a.ws_acc, 0, sizeof(float) * a.n, s));
-  bwd_kernel_t<X><<<static_cast<unsigned>(a.partials), a.threads, 0, s>>>(a);
+  const auto blocks = static_cast<unsigned>(a.programs / (a.threads / (32 * a.wpr)));
+  if (bwd_chunks(a.threads) == 0) bwd_kernel_t<X, 0><<<blocks, a.threads, 0, s>>>(a);
+  else bwd_kernel_t<X, kBwdChunks><<<blocks, a.threads, 0, s>>>(a);
   KV_CUDA_LAUNCHED();
-  // Second stage (cuda_rows.cu): the G partials of each column summed serially in program order.
-  const rowcuda::ColSum dw{a.ws_partials, a.ws_acc, a.dw.base, a.dw.dtype, a.dw.stride};
-  rowcuda::launch_col_sums(&dw, 1, a.n, a.partials, a.strategy, s);
+  // Second stage (cuda_rows.cu): the partials of each column summed serially in program order.
+  const ColSum dw{a.ws_partials, a.ws_acc, a.dw.base, a.dw.dtype, a.dw.cs};
+  launch_col_sums(&dw, 1, a.n, a.programs, a.strategy, s);
 }
 
 }  // namespace
-
-int dt_code(DType d) { return d == DType::f32 ? F32 : d == DType::f16 ? F16 : BF16; }
 
 void launch_fwd(DType x, const FwdArgs& a, cudaStream_t s) {
   if (x == DType::f32) fwd_t<float>(a, s);
@@ -152,16 +332,16 @@ void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s) {
   else bwd_t<__nv_bfloat16>(a, s);
 }
 
-const void* fwd_kernel(DType x) {
-  if (x == DType::f32) return reinterpret_cast<const void*>(&fwd_kernel_t<float>);
-  if (x == DType::f16) return reinterpret_cast<const void*>(&fwd_kernel_t<__half>);
-  return reinterpret_cast<const void*>(&fwd_kernel_t<__nv_bfloat16>);
+const void* fwd_kernel(DType x, int threads) {
+  if (x == DType::f32) return fwd_kernel_for<float>(threads);
+  if (x == DType::f16) return fwd_kernel_for<__half>(threads);
+  return fwd_kernel_for<__nv_bfloat16>(threads);
 }
 
-const void* bwd_kernel(DType x) {
-  if (x == DType::f32) return reinterpret_cast<const void*>(&bwd_kernel_t<float>);
-  if (x == DType::f16) return reinterpret_cast<const void*>(&bwd_kernel_t<__half>);
-  return reinterpret_cast<const void*>(&bwd_kernel_t<__nv_bfloat16>);
+const void* bwd_kernel(DType x, int threads) {
+  if (x == DType::f32) return bwd_kernel_for<float>(threads);
+  if (x == DType::f16) return bwd_kernel_for<__half>(threads);
+  return bwd_kernel_for<__nv_bfloat16>(threads);
 }
 
 }  // namespace kv::rmscuda
