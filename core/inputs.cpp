@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <span>
 #include <cmath>
 #include <limits>
 
@@ -28,60 +29,116 @@ void unravel(int64_t linear, const std::vector<int64_t>& shape, std::vector<int6
   }
 }
 
-double draw(const std::string& dist, uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords) {
-  auto w = philox4x32_10(philox_key(seed, tensor), coord_counter(coords));
-  double u = uniform_open01(w[0], w[1]);
-  if (dist == "uniform") return 2.0 * u - 1.0;
-  double z = normal_from_uniform(u);
-  if (dist == "normal") return z;
-  if (dist == "tiny") return z * 0x1p-10;
-  if (dist == "large") return z * 0x1p6;
-  if (dist == "mean_shift") return 4.0 + z;
-  if (dist == "big_mean") return 256.0 + z * 0.125;  // a large mean over a small spread
-  if (dist == "wide") return std::ldexp(z, static_cast<int>(w[2] % 25u) - 12);  // exact scaling
-  if (dist == "zeros") return 0.0;
+namespace {
+
+enum class Dist { normal, uniform, tiny, large, mean_shift, wide, big_mean, zeros, const_rows, subnormal, near_overflow,
+                  nan_inject, inf_inject };
+
+Dist parse_dist(const std::string& dist) {
+  static const std::vector<std::pair<std::string, Dist>> names = {
+      {"normal", Dist::normal},         {"uniform", Dist::uniform},       {"tiny", Dist::tiny},
+      {"large", Dist::large},           {"mean_shift", Dist::mean_shift}, {"wide", Dist::wide},
+      {"big_mean", Dist::big_mean},     {"zeros", Dist::zeros},           {"const_rows", Dist::const_rows},
+      {"subnormal", Dist::subnormal},   {"near_overflow", Dist::near_overflow},
+      {"nan_inject", Dist::nan_inject}, {"inf_inject", Dist::inf_inject}};
+  for (auto& [n, d] : names)
+    if (n == dist) return d;
   throw UsageError("unknown value distribution '" + dist + "'");
+}
+
+/// The base sample of the distributions that are a shift and scale of one draw.
+double base_sample(Dist d, PhiloxKey key, std::span<const int64_t> coords) {
+  auto w = philox4x32_10(key, coord_counter(coords));
+  double u = uniform_open01(w[0], w[1]);
+  if (d == Dist::uniform) return 2.0 * u - 1.0;
+  double z = normal_from_uniform(u);
+  switch (d) {
+    case Dist::tiny: return z * 0x1p-10;
+    case Dist::large: return z * 0x1p6;
+    case Dist::mean_shift: return 4.0 + z;
+    case Dist::big_mean: return 256.0 + z * 0.125;  // a large mean over a small spread
+    case Dist::wide: return std::ldexp(z, static_cast<int>(w[2] % 25u) - 12);  // exact scaling
+    case Dist::zeros: return 0.0;
+    default: return z;  // normal
+  }
+}
+
+/// One tensor's draws: the distribution, the Philox keys and the affine map resolved once.
+struct Drawer {
+  Dist d;
+  DType dt;
+  PhiloxKey key, row_key;
+  double shift, scale;
+  Drawer(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor, double shift, double scale)
+      : d(parse_dist(dist)), dt(dt), key(philox_key(seed, tensor)), row_key(philox_key(seed, tensor + "/row")),
+        shift(shift), scale(scale) {}
+
+  double value(const std::vector<int64_t>& coords, std::vector<int64_t>& scratch) const {
+    switch (d) {
+      case Dist::subnormal: return min_normal(dt) * base_sample(Dist::uniform, key, coords);
+      case Dist::const_rows: {
+        scratch = coords;
+        if (!scratch.empty()) scratch.back() = 0;  // one value per row
+        return shift + scale * base_sample(Dist::normal, key, scratch);
+      }
+      case Dist::near_overflow: {
+        // Within a factor 16 of the dtype's largest finite value, either sign (exact scaling).
+        auto w = philox4x32_10(key, coord_counter(coords));
+        const double u = uniform_open01(w[0], w[1]);
+        const double m = std::ldexp(max_finite(dt) * (0.5 + 0.5 * u), -static_cast<int>(w[2] % 4u));
+        return (w[3] & 1u) ? -m : m;
+      }
+      case Dist::nan_inject:
+      case Dist::inf_inject: {
+        // In about one row in three (rows: every coordinate but the last), about one element
+        // in 61 is special (NaN, or +inf / -inf); the rest are normal. Clean rows stay beside.
+        auto w = philox4x32_10(key, coord_counter(coords));
+        scratch = coords;
+        if (!scratch.empty()) scratch.back() = 0;
+        const bool spiky = philox4x32_10(row_key, coord_counter(scratch))[3] % 3u == 0;
+        if (spiky && w[3] % 61u == 0) {
+          if (d == Dist::nan_inject) return std::numeric_limits<double>::quiet_NaN();
+          return (w[2] & 1u) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+        }
+        return shift + scale * base_sample(Dist::normal, key, coords);
+      }
+      default: return shift + scale * base_sample(d, key, coords);
+    }
+  }
+};
+
+}  // namespace
+
+double draw(const std::string& dist, uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords) {
+  const Dist d = parse_dist(dist);
+  if (d == Dist::const_rows || d == Dist::subnormal || d == Dist::near_overflow || d == Dist::nan_inject ||
+      d == Dist::inf_inject)
+    throw UsageError("value distribution '" + dist + "' has no base sample (draw_value draws it)");
+  return base_sample(d, philox_key(seed, tensor), coords);
 }
 
 double draw_value(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor,
                   std::vector<int64_t>& coords, double shift, double scale) {
-  if (dist == "subnormal") return min_normal(dt) * draw("uniform", seed, tensor, coords);
-  if (dist == "near_overflow" || dist == "nan_inject" || dist == "inf_inject") {
-    auto w = philox4x32_10(philox_key(seed, tensor), coord_counter(coords));
-    if (dist == "near_overflow") {
-      // Within a factor 16 of the dtype's largest finite value, either sign (exact scaling).
-      const double u = uniform_open01(w[0], w[1]);
-      const double m = std::ldexp(max_finite(dt) * (0.5 + 0.5 * u), -static_cast<int>(w[2] % 4u));
-      return (w[3] & 1u) ? -m : m;
-    }
-    // In about one row in three (rows: every coordinate but the last), about one element
-    // in 61 is special (NaN, or +inf / -inf); the rest are normal. Clean rows stay beside.
-    std::vector<int64_t> row = coords;
-    if (!row.empty()) row.back() = 0;
-    const bool spiky = philox4x32_10(philox_key(seed, tensor + "/row"), coord_counter(row))[3] % 3u == 0;
-    if (spiky && w[3] % 61u == 0) {
-      if (dist == "nan_inject") return std::numeric_limits<double>::quiet_NaN();
-      return (w[2] & 1u) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-    }
-    return shift + scale * draw("normal", seed, tensor, coords);
-  }
-  if (dist == "const_rows") {
-    if (!coords.empty()) coords.back() = 0;  // one value per row
-    return shift + scale * draw("normal", seed, tensor, coords);
-  }
-  return shift + scale * draw(dist, seed, tensor, coords);
+  std::vector<int64_t> scratch;
+  return Drawer(dist, dt, seed, tensor, shift, scale).value(coords, scratch);
 }
 
 void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double shift, double scale) {
   const int64_t n = v.desc.numel(), block = 4096;
-  if (std::find(known_dists().begin(), known_dists().end(), dist) == known_dists().end())
-    throw UsageError("unknown value distribution '" + dist + "'");
-  // Each element depends on its coordinates only, so blocks fill in parallel.
+  const Drawer dr(dist, v.desc.dtype, seed, v.desc.name, shift, scale);
+  const std::vector<int64_t>& shape = v.desc.shape;
+  // Each element depends on its coordinates only, so blocks fill in parallel; within a
+  // block the coordinates advance like an odometer.
   tbb::parallel_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
-    std::vector<int64_t> coords;
-    for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) {
-      unravel(i, v.desc.shape, coords);
-      v.store(i, draw_value(dist, v.desc.dtype, seed, v.desc.name, coords, shift, scale));
+    std::vector<int64_t> coords, scratch;
+    const int64_t lo = b * block, hi = std::min(n, (b + 1) * block);
+    unravel(lo, shape, coords);
+    for (int64_t i = lo; i < hi; ++i) {
+      v.store(i, dr.value(coords, scratch));
+      for (size_t k = coords.size(); k-- > 0;) {
+        if (++coords[k] < shape[k]) break;
+        coords[k] = 0;
+      }
     }
   });
 }
