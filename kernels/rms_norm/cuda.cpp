@@ -58,8 +58,11 @@ class CudaRmsNorm : public CudaImpl {
   int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override { return num_warps(c) * p.warp_size; }
   std::vector<KernelRef> kernels(const Case& c) const override {
     DType x = c.dtypes.at("x");
-    if (bwd_) return {{"rms_norm_bwd<" + std::string(dtype_name(x)) + ">", rmscuda::bwd_kernel(x, 32 * num_warps(c)), 0}};
-    return {{"rms_norm_fwd<" + std::string(dtype_name(x)) + ">", rmscuda::fwd_kernel(x, 32 * num_warps(c)), 0}};
+    const int threads = 32 * num_warps(c), m = mode(c);
+    if (bwd_)
+      return {{"rms_norm_bwd<" + std::string(dtype_name(x)) + ">",
+               rmscuda::bwd_kernel(x, threads, m, c.attr("m_rounding") == "x_dtype"), 0}};
+    return {{"rms_norm_fwd<" + std::string(dtype_name(x)) + ">", rmscuda::fwd_kernel(x, threads, m), 0}};
   }
   std::optional<std::string> layout_reason(const Case& c) const override {
     if (c.shape.back() >= (int64_t(1) << 31))
@@ -80,8 +83,7 @@ class CudaRmsNorm : public CudaImpl {
 
   void launch(DevSet& d, const Case& c, const DeviceProfile& p) const override {
     const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
-    const std::string mode = c.attr("mode");
-    const int m = mode == "llama" ? rmscuda::llama : mode == "gemma" ? rmscuda::gemma : rmscuda::none;
+    const int m = mode(c);
     const DType x = c.dtypes.at("x");
     const DType compute = m == rmscuda::none ? x : DType::f32;
     // Real launches use the GPU's own warp size; the profile's only validates.
@@ -105,6 +107,10 @@ class CudaRmsNorm : public CudaImpl {
   }
 
  private:
+  static int mode(const Case& c) {
+    const std::string m = c.attr("mode");
+    return m == "llama" ? rmscuda::llama : m == "gemma" ? rmscuda::gemma : rmscuda::none;
+  }
   int num_warps(const Case& c) const { return static_cast<int>(c.config_int("num_warps", bwd_ ? 16 : 4)); }
   /// Warps per row (a team), as the kernels choose it.
   int wpr(const Case& c) const {

@@ -50,11 +50,12 @@ __device__ float team_sum(float v, bool none, const Team& t, float* red) {
   return v;
 }
 
-template <typename X, int C>
-__global__ void __launch_bounds__(C == 2 ? 1024 : 512, 1) fwd_kernel_t(FwdArgs a) {
+/// M: the mode (a template parameter: no per-element tests of it).
+template <typename X, int C, int M>
+__global__ void __launch_bounds__(C == 2 ? 1024 : 256, 1) fwd_kernel_t(FwdArgs a) {
   constexpr int V = kV<X>;
+  constexpr bool none = M == Mode::none, llama = M == Mode::llama;
   __shared__ float red[32];
-  const bool none = a.mode == Mode::none, llama = a.mode == Mode::llama;
   const Team t(a.wpr);
   const int nch = chunks<V>(a.n);
   const int64_t rows = a.rows - KV_MUTANT(cu_fwd_last_row), nsq = a.n - KV_MUTANT(cu_sq_tail);
@@ -84,10 +85,11 @@ __global__ void __launch_bounds__(C == 2 ? 1024 : 512, 1) fwd_kernel_t(FwdArgs a
     if (a.y.dtype == kDT<X>) store_chunk<X>(a.y, row, static_cast<int64_t>(c) * V, cnt, y);
     else store_any<V>(a.y, row, static_cast<int64_t>(c) * V, cnt, y);
   };
-  for (int64_t g = blockIdx.x; g * t.count < rows; g += gridDim.x) {
-    const int64_t r = g * t.count + t.id;
-    const bool ok = r < rows;
-    const int64_t row = ok ? r : g * t.count;  // a team past the last row reads a row, stores nothing
+  // A group is t.count rows, one per team; a team past the last row reads the group's first
+  // row and stores nothing.
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * t.count; g < rows; g += static_cast<int64_t>(gridDim.x) * t.count) {
+    const bool ok = g + t.id < rows;
+    const int64_t row = ok ? g + t.id : g;
     uint4 raw[C];
 #pragma unroll
     for (int k = 0; k < C; ++k) {
@@ -124,39 +126,40 @@ __global__ void __launch_bounds__(C == 2 ? 1024 : 512, 1) fwd_kernel_t(FwdArgs a
 
 /// m = dy * W' at element i of a chunk, W' = offset + w in the compute dtype, m rounded per
 /// m_rounding (one rounding of the exact product to x's dtype, or a compute-dtype product).
-template <typename X>
+template <typename X, bool MR>
 __device__ __forceinline__ float grad_m(const BwdArgs& a, float w, float dyv, bool none) {
   const float wp = cr<X>(__fadd_rn(a.offset, w), none);
-  if (KV_MUTANT(cu_m_double_rounding) && a.m_round_x) return rnd<X>(__fmul_rn(dyv, wp));
-  return a.m_round_x && !KV_MUTANT(cu_m_rounding_ignored)
+  if (KV_MUTANT(cu_m_double_rounding) && MR) return rnd<X>(__fmul_rn(dyv, wp));
+  return MR && !KV_MUTANT(cu_m_rounding_ignored)
              ? rnd_from_double<X>(static_cast<double>(dyv) * static_cast<double>(wp))
              : cr<X>(__fmul_rn(dyv, wp), none);
 }
 
-/// Adds the m*x terms of W elements at j0 (cnt of them) to acc in order.
-template <typename X, int W>
+/// Adds the m*x terms of W elements at j0 (cnt of them) to acc in order (MR: m_rounding is
+/// x_dtype).
+template <typename X, bool MR, int W>
 __device__ __forceinline__ void add_terms(const BwdArgs& a, bool none, int64_t j0, int cnt, const float (&dy)[W],
                                           const float (&x)[W], float& acc) {
   float w[W];
   load_any<W>(a.w, 0, j0, cnt, w);
   for_elems<W>(cnt, [&](int i) {
-    const float m = grad_m<X>(a, w[i], dy[i], none);
+    const float m = grad_m<X, MR>(a, w[i], dy[i], none);
     acc = none ? rnd<X>(acc + rnd<X>(m * x[i])) : acc + m * x[i];
   });
 }
 
 /// dx of W elements at j0 (stored; x is overwritten with it) and their dW terms added to d
 /// (in row order: each column's run over the program's rows is serial).
-template <typename X, int W>
-__device__ __forceinline__ void grads(const BwdArgs& a, bool none, int64_t row, int64_t j0, int cnt, float r, float cc,
+template <typename X, bool MR, int W>
+__device__ __forceinline__ void grads(const BwdArgs& a, bool none, bool llama, int64_t row, int64_t j0, int cnt, float r, float cc,
                                       const float (&dy)[W], float (&x)[W], float (&d)[W]) {
   float w[W];
   load_any<W>(a.w, 0, j0, cnt, w);
 #pragma unroll
   for (int i = 0; i < W; ++i) {
-    const float m = grad_m<X>(a, w[i], dy[i], none);
+    const float m = grad_m<X, MR>(a, w[i], dy[i], none);
     float tx = KV_MUTANT(cu_dw_no_rstd) ? x[i] : cr<X>(__fmul_rn(x[i], r), none);
-    if (a.mode == Mode::llama) tx = rnd<X>(tx);
+    if (llama) tx = rnd<X>(tx);
     d[i] = d[i] + cr<X>(dy[i] * tx, none);  // dW accumulates in fp32 in every mode
     const float rm = cr<X>(__fmul_rn(r, m), none), cx = cr<X>(__fmul_rn(cc, x[i]), none);
     x[i] = cr<X>(KV_MUTANT(cu_dx_sign) ? rm + cx : rm - cx, none);
@@ -166,11 +169,12 @@ __device__ __forceinline__ void grads(const BwdArgs& a, bool none, int64_t row, 
   store_any<W>(a.dx, row, j0, cnt, x);
 }
 
-template <typename X, int C>
+/// M: the mode, MR: m_rounding is x_dtype (template parameters: no per-element tests).
+template <typename X, int C, int M, bool MR>
 __global__ void __launch_bounds__(C == 0 ? 1024 : 512, C == 0 ? 0 : 1) bwd_kernel_t(BwdArgs a) {
   constexpr int V = kV<X>, CR = C > 0 ? C : 1;  // CR: array extents
+  constexpr bool none = M == Mode::none;
   __shared__ float red[32];
-  const bool none = a.mode == Mode::none;
   const Team t(a.wpr);
   const int nch = chunks<V>(a.n);
   const bool dy_kept = a.dy.dtype == kDT<X>;  // dy in registers as raw X values, else read again
@@ -234,21 +238,21 @@ __global__ void __launch_bounds__(C == 0 ? 1024 : 512, C == 0 ? 0 : 1) bwd_kerne
     const float r = ok ? ld_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs) : 0.0f;
     float acc = 0.0f;
     if (ok) {
-      each_kept_chunk(rdy, rx, row, [&](int, int64_t j0, int cnt, float(&dy)[V], float(&x)[V]) { add_terms<X>(a, none, j0, cnt, dy, x, acc); });
-      each_far_plane(row, [&](int64_t j0, int pc, const float(&dy)[4], const float(&x)[4]) { add_terms<X>(a, none, j0, pc, dy, x, acc); });
+      each_kept_chunk(rdy, rx, row, [&](int, int64_t j0, int cnt, float(&dy)[V], float(&x)[V]) { add_terms<X, MR>(a, none, j0, cnt, dy, x, acc); });
+      each_far_plane(row, [&](int64_t j0, int pc, const float(&dy)[4], const float(&x)[4]) { add_terms<X, MR>(a, none, j0, pc, dy, x, acc); });
     }
     const float s = team_sum<X>(acc, none, t, red);
     if (!ok) continue;
     const float r2 = cr<X>(__fmul_rn(r, r), none), r3 = KV_MUTANT(cu_c_rstd_squared) ? r2 : cr<X>(__fmul_rn(r2, r), none);
     const float cc = cr<X>(__fmul_rn(r3, cr<X>(s / static_cast<float>(a.n), none)), none);
     each_kept_chunk(rdy, rx, row, [&](int k, int64_t j0, int cnt, float(&dy)[V], float(&x)[V]) {
-      grads<X>(a, none, row, j0, cnt, r, cc, dy, x, dw[k]);
+      grads<X, MR>(a, none, M == Mode::llama, row, j0, cnt, r, cc, dy, x, dw[k]);
     });
     each_far_plane(row, [&](int64_t j0, int pc, const float(&dy)[4], const float(&x)[4]) {
       float d[4], xx[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) d[e] = e < pc ? part[j0 + e] : 0.0f, xx[e] = x[e];
-      grads<X>(a, none, row, j0, pc, r, cc, dy, xx, d);
+      grads<X, MR>(a, none, M == Mode::llama, row, j0, pc, r, cc, dy, xx, d);
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (e < pc) part[j0 + e] = d[e];
@@ -275,33 +279,57 @@ __global__ void __launch_bounds__(C == 0 ? 1024 : 512, C == 0 ? 0 : 1) bwd_kerne
 }
 
 template <typename X>
-const void* bwd_kernel_for(int threads) {
-  return bwd_chunks(threads) == 0 ? reinterpret_cast<const void*>(&bwd_kernel_t<X, 0>)
-                                  : reinterpret_cast<const void*>(&bwd_kernel_t<X, kBwdChunks>);
-}
-
-template <typename X>
 constexpr DType kDType = sizeof(X) == 4 ? DType::f32 : std::is_same_v<X, __half> ? DType::f16 : DType::bf16;
 
-/// The forward kernel of a block size: 2 chunks per lane kept (1024 threads), or kFull<X>.
-template <typename X>
-constexpr int kFull = kV<X> == 8 ? 8 : 4;
-
-template <typename X>
-const void* fwd_kernel_for(int threads) {
-  return fwd_chunks(kDType<X>, threads) == 2 ? reinterpret_cast<const void*>(&fwd_kernel_t<X, 2>)
-                                             : reinterpret_cast<const void*>(&fwd_kernel_t<X, kFull<X>>);
+/// The forward kernel for a block size (2 chunks per lane kept with 1024 threads, else 8 for
+/// 2-byte x, 4 for fp32) and mode; f(kernel) launches or names it.
+template <typename X, int M, class F>
+auto with_fwd(int threads, F&& f) {
+  if (fwd_chunks(kDType<X>, threads) == 2) return f(&fwd_kernel_t<X, 2, M>);
+  return f(&fwd_kernel_t<X, kV<X> == 8 ? 8 : 4, M>);
 }
+template <typename X, class F>
+auto with_fwd(int threads, int mode, F&& f) {
+  if (mode == Mode::none) return with_fwd<X, Mode::none>(threads, f);
+  if (mode == Mode::gemma) return with_fwd<X, Mode::gemma>(threads, f);
+  return with_fwd<X, Mode::llama>(threads, f);
+}
+
+/// The backward kernel for a block size (none kept with 1024 threads), mode and m_rounding.
+template <typename X, int M, bool MR, class F>
+auto with_bwd(int threads, F&& f) {
+  if (bwd_chunks(threads) == 0) return f(&bwd_kernel_t<X, 0, M, MR>);
+  return f(&bwd_kernel_t<X, kBwdChunks, M, MR>);
+}
+template <typename X, int M, class F>
+auto with_bwd(int threads, bool m_round_x, F&& f) {
+  return m_round_x ? with_bwd<X, M, true>(threads, f) : with_bwd<X, M, false>(threads, f);
+}
+template <typename X, class F>
+auto with_bwd(int threads, int mode, bool m_round_x, F&& f) {
+  if (mode == Mode::none) return with_bwd<X, Mode::none>(threads, m_round_x, f);
+  if (mode == Mode::gemma) return with_bwd<X, Mode::gemma>(threads, m_round_x, f);
+  return with_bwd<X, Mode::llama>(threads, m_round_x, f);
+}
+
+/// A kernel's address as launch validation takes it.
+struct Addr {
+  template <class K>
+  const void* operator()(K* k) const {
+    return reinterpret_cast<const void*>(k);
+  }
+};
 
 template <typename X>
 void fwd_t(const FwdArgs& a, cudaStream_t s) {
   if (a.rows == 0) return;
   KV_MUTANT_UPLOAD(s);
   const int64_t teams = a.threads / (32 * a.wpr);
-  const unsigned grid = grid_rows((a.rows + teams - 1) / teams);
-  if (fwd_chunks(kDType<X>, a.threads) == 2) fwd_kernel_t<X, 2><<<grid, a.threads, 0, s>>>(a);
-  else fwd_kernel_t<X, kFull<X>><<<grid, a.threads, 0, s>>>(a);
-  KV_CUDA_LAUNCHED();
+  with_fwd<X>(a.threads, a.mode, [&](auto* k) {
+    k<<<grid_rows((a.rows + teams - 1) / teams), a.threads, 0, s>>>(a);
+    KV_CUDA_LAUNCHED();
+    return 0;
+  });
 }
 
 template <typename X>
@@ -310,9 +338,11 @@ void bwd_t(BwdArgs a, cudaStream_t s) {
   if (KV_MUTANT(cu_dw_atomics) && a.strategy == fixed_partials) a.strategy = atomics;  // still claims run_to_run
   if (a.strategy == atomics) KV_CUDA(cudaMemsetAsync(a.ws_acc, 0, sizeof(float) * a.n, s));
   const auto blocks = static_cast<unsigned>(a.programs / (a.threads / (32 * a.wpr)));
-  if (bwd_chunks(a.threads) == 0) bwd_kernel_t<X, 0><<<blocks, a.threads, 0, s>>>(a);
-  else bwd_kernel_t<X, kBwdChunks><<<blocks, a.threads, 0, s>>>(a);
-  KV_CUDA_LAUNCHED();
+  with_bwd<X>(a.threads, a.mode, a.m_round_x, [&](auto* k) {
+    k<<<blocks, a.threads, 0, s>>>(a);
+    KV_CUDA_LAUNCHED();
+    return 0;
+  });
   // Second stage (cuda_rows.cu): the partials of each column summed serially in program order.
   const ColSum dw{a.ws_partials, a.ws_acc, a.dw.base, a.dw.dtype, a.dw.cs};
   launch_col_sums(&dw, 1, a.n, a.programs, a.strategy, s);
@@ -332,16 +362,16 @@ void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s) {
   else bwd_t<__nv_bfloat16>(a, s);
 }
 
-const void* fwd_kernel(DType x, int threads) {
-  if (x == DType::f32) return fwd_kernel_for<float>(threads);
-  if (x == DType::f16) return fwd_kernel_for<__half>(threads);
-  return fwd_kernel_for<__nv_bfloat16>(threads);
+const void* fwd_kernel(DType x, int threads, int mode) {
+  if (x == DType::f32) return with_fwd<float>(threads, mode, Addr{});
+  if (x == DType::f16) return with_fwd<__half>(threads, mode, Addr{});
+  return with_fwd<__nv_bfloat16>(threads, mode, Addr{});
 }
 
-const void* bwd_kernel(DType x, int threads) {
-  if (x == DType::f32) return bwd_kernel_for<float>(threads);
-  if (x == DType::f16) return bwd_kernel_for<__half>(threads);
-  return bwd_kernel_for<__nv_bfloat16>(threads);
+const void* bwd_kernel(DType x, int threads, int mode, bool m_round_x) {
+  if (x == DType::f32) return with_bwd<float>(threads, mode, m_round_x, Addr{});
+  if (x == DType::f16) return with_bwd<__half>(threads, mode, m_round_x, Addr{});
+  return with_bwd<__nv_bfloat16>(threads, mode, m_round_x, Addr{});
 }
 
 }  // namespace kv::rmscuda

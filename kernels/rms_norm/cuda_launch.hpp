@@ -53,7 +53,7 @@ struct BwdArgs {
 /// partials (none in 1024-thread blocks: everything is read again and the partials live in
 /// the workspace).
 constexpr int kBwdChunks = 2;
-inline int fwd_chunks(DType x, int threads) { return threads > 512 ? 2 : dtype_size(x) == 2 ? 8 : 4; }
+inline int fwd_chunks(DType x, int threads) { return threads > 256 ? 2 : dtype_size(x) == 2 ? 8 : 4; }
 inline int bwd_chunks(int threads) { return threads <= 512 ? kBwdChunks : 0; }
 
 /// Warps per row: the fewest (a power of 2, at most num_warps) whose lanes hold a row of n
@@ -74,7 +74,7 @@ inline int bwd_wpr(int64_t n, DType x, int num_warps) {
 void launch_fwd(DType x, const FwdArgs& a, cudaStream_t s);
 void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s);
 /// Kernel function pointers for launch validation (the ones these launches run).
-const void* fwd_kernel(DType x, int threads);
-const void* bwd_kernel(DType x, int threads);
+const void* fwd_kernel(DType x, int threads, int mode);
+const void* bwd_kernel(DType x, int threads, int mode, bool m_round_x);
 
 }  // namespace kv::rmscuda
