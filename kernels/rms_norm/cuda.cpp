@@ -56,14 +56,20 @@ class CudaRmsNorm : public CudaImpl {
 
  protected:
   int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override { return num_warps(c) * p.warp_size; }
-  std::vector<KernelRef> kernels(const Case& c) const override {
-    DType x = c.dtypes.at("x");
-    const int threads = 32 * num_warps(c), m = mode(c);
-    if (bwd_)
-      return {{"rms_norm_bwd<" + std::string(dtype_name(x)) + ">",
-               rmscuda::bwd_kernel(x, threads, m, c.attr("m_rounding") == "x_dtype"), 0}};
-    return {{"rms_norm_fwd<" + std::string(dtype_name(x)) + ">", rmscuda::fwd_kernel(x, threads, m), 0}};
+  std::vector<KernelRef> kernels(const Case& c) const override { return {kernel_for(c, 32 * num_warps(c))}; }
+
+ public:
+  /// As CudaImpl's, with the kernel a block of the profile's threads would run (larger
+  /// blocks keep fewer chunks per lane).
+  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
+    if (auto why = layout_reason(c)) return why;
+    const int64_t threads = threads_per_block(c, p);
+    const KernelRef k = kernel_for(c, static_cast<int>(std::min<int64_t>(threads, 1024)));
+    return check_block_size(k.name, k.fn, threads, k.dynamic_smem, p,
+                            "num_warps=" + c.config_or("num_warps", "?") + " x warp_size " + std::to_string(p.warp_size));
   }
+
+ protected:
   std::optional<std::string> layout_reason(const Case& c) const override {
     if (c.shape.back() >= (int64_t(1) << 31))
       return "N = " + std::to_string(c.shape.back()) + ": the kernels take rows of fewer than 2^31 elements";
@@ -107,6 +113,13 @@ class CudaRmsNorm : public CudaImpl {
   }
 
  private:
+  KernelRef kernel_for(const Case& c, int threads) const {
+    const DType x = c.dtypes.at("x");
+    if (bwd_)
+      return {"rms_norm_bwd<" + std::string(dtype_name(x)) + ">",
+              rmscuda::bwd_kernel(x, threads, mode(c), c.attr("m_rounding") == "x_dtype"), 0};
+    return {"rms_norm_fwd<" + std::string(dtype_name(x)) + ">", rmscuda::fwd_kernel(x, threads, mode(c)), 0};
+  }
   static int mode(const Case& c) {
     const std::string m = c.attr("mode");
     return m == "llama" ? rmscuda::llama : m == "gemma" ? rmscuda::gemma : rmscuda::none;
