@@ -160,6 +160,12 @@ __device__ __forceinline__ void copy_async16(void* dst, const void* src, int byt
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
 }
+/// copy_async16 issued only once `dep` (a value this thread read from dst) has arrived: the
+/// read of the slot is complete before the copy may overwrite it.
+__device__ __forceinline__ void copy_async16_after(void* dst, const void* src, int bytes, uint32_t dep) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes), "r"(dep) : "memory");
+}
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 /// Waits for every committed group of this thread but the latest.
 __device__ __forceinline__ void copy_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
@@ -172,8 +178,11 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 /// `ncache` chunks raw in shared memory (as much of the segment as the plan gave room for);
 /// later passes take those from there and read the others again (from L2 where they are
 /// still there). Aligned rows (x.vec) copy the kept chunks with cp.async, every one in
-/// flight at once, and ask L2 for the others meanwhile; other layouts load two chunks per
-/// thread at a time. Either way a thread visits its chunks in order (the same maxima).
+/// flight at once, and ask L2 for the others meanwhile; other layouts load chunk by chunk.
+/// Either way a thread visits its chunks in order (the same maxima).
+/// Aligned rows also start the block's next row during the current row's last pass: each
+/// thread, done with one of its chunks, copies the next row's chunk into the same slot (or
+/// asks L2 for it), so the next row's first pass finds it there or on its way.
 template <typename X>
 struct StagedSource {
   static constexpr int VX = kV<X>;
@@ -182,7 +191,13 @@ struct StagedSource {
   const Segment<VX>& sg;
   int64_t r;
   uint4* cache;
-  int ncache;  // chunks kept in shared memory
+  int ncache;   // chunks kept in shared memory
+  int* filled;  // whether this thread's slots are being filled with row r already
+  /// The block's next row (a.rows: none).
+  __device__ __forceinline__ int64_t next() const {
+    const int64_t n = r + gridDim.x / a.ctas;
+    return n < a.rows ? n : a.rows;
+  }
   template <bool P>
   __device__ __forceinline__ void max_of(const uint4& raw, int lc, float& m) const {
     const int cnt = sg.cnt(lc);
@@ -200,35 +215,43 @@ struct StagedSource {
     if (a.x.vec) {
       const int nc = ncache < sg.nch ? ncache : sg.nch;
       const X* row = static_cast<const X*>(a.x.base) + r * a.x.rs;
-      for (int lc = threadIdx.x; lc < nc; lc += T)
-        copy_async16(cache + lc, row + sg.j0(lc), sg.cnt(lc) * static_cast<int>(sizeof(X)));
-      copy_async_commit();
-      for (int lc = nc + (threadIdx.x - nc % T + T) % T; lc < sg.nch; lc += T) prefetch_l2(row + sg.j0(lc));
+      if (!*filled) {
+        copy_async_wait_all();  // a fill for a row that turned out ignored lands before the slots are refilled
+        for (int lc = threadIdx.x; lc < nc; lc += T)
+          copy_async16(cache + lc, row + sg.j0(lc), sg.cnt(lc) * static_cast<int>(sizeof(X)));
+        copy_async_commit();
+        for (int lc = nc + (threadIdx.x - nc % T + T) % T; lc < sg.nch; lc += T) prefetch_l2(row + sg.j0(lc));
+      }
       copy_async_wait_all();
+      *filled = 0;
       for (; lc0 < nc; lc0 += T) max_of<P>(cache[lc0], lc0, m);
     }
-    constexpr int U = 2;
-    for (; lc0 < sg.nch; lc0 += T * U) {
-      uint4 raw[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int lc = lc0 + u * T;
-        if (lc < sg.nch) raw[u] = load_raw<X>(a.x, r, sg.j0(lc), sg.cnt(lc));
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int lc = lc0 + u * T;
-        if (lc >= sg.nch) break;
-        if (lc < ncache) cache[lc] = raw[u];
-        max_of<P>(raw[u], lc, m);
-      }
+#pragma unroll 1
+    for (; lc0 < sg.nch; lc0 += T) {
+      const uint4 raw = load_raw<X>(a.x, r, sg.j0(lc0), sg.cnt(lc0));
+      if (lc0 < ncache) cache[lc0] = raw;
+      max_of<P>(raw, lc0, m);
     }
     return m;
   }
+  /// Chunk lc of the row; in the row's last pass (`last`) the next row's chunk lc is then
+  /// started into its slot.
   template <bool P>
-  __device__ __forceinline__ void chunk(int lc, float (&c)[VX]) const {
-    unpack_all<X>(lc < ncache ? cache[lc] : load_raw<X>(a.x, r, sg.j0(lc), sg.cnt(lc)), c);
+  __device__ __forceinline__ void chunk(int lc, float (&c)[VX], bool last = false) const {
+    const uint4 raw = lc < ncache ? cache[lc] : load_raw<X>(a.x, r, sg.j0(lc), sg.cnt(lc));
+    if (last && a.x.vec && next() < a.rows) {
+      const X* p = static_cast<const X*>(a.x.base) + next() * a.x.rs + sg.j0(lc);
+      if (lc < ncache) copy_async16_after(cache + lc, p, sg.cnt(lc) * static_cast<int>(sizeof(X)), raw.x);
+      else prefetch_l2(p);
+    }
+    unpack_all<X>(raw, c);
     tf.all<P, VX>(c, sg.cnt(lc), sg.j0(lc));
+  }
+  /// After the last pass: the next row's copies are committed (its first pass waits for them).
+  __device__ __forceinline__ void last_pass_done() const {
+    if (!a.x.vec || next() >= a.rows) return;
+    copy_async_commit();
+    *filled = 1;
   }
 };
 
@@ -251,10 +274,11 @@ struct PipedSource {
     return m;
   }
   template <bool P>
-  __device__ __forceinline__ void chunk(int lc, float (&c)[VX]) const {
+  __device__ __forceinline__ void chunk(int lc, float (&c)[VX], bool = false) const {
     unpack_all<X>(buf[lc], c);
     tf.all<P, VX>(c, sg.cnt(lc), sg.j0(lc));
   }
+  __device__ __forceinline__ void last_pass_done() const {}
 };
 
 /// The block's shared scalars: the block reduction's buffer and the cluster's slots
@@ -303,14 +327,16 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
   block_reduce<MaxOp, 1>(m, sh.red);
   const float mx = cluster_fold<MaxOp>(m[0], &sh.slots[par][0], &sh.bcast[0], C);
   float d[1] = {0.0f};
+  const bool sum_last = !BWD && !(q.ls > 0.0f);  // the forward's last pass without smoothing
   for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
     float c[VX];
-    src.template chunk<P>(lc, c);
+    src.template chunk<P>(lc, c, sum_last);
     for_elems<VX>(sg.cnt(lc), [&](int i) {
       c[i] = expf(__fsub_rn(tf.z<P>(c[i]), mx));
       d[0] += c[i];
     });
   }
+  if (sum_last) src.last_pass_done();
   block_sum<1>(d, sh.red);
   const float den = cluster_fold<SumOp>(d[0], &sh.slots[par][1], &sh.bcast[1], C);
   const float lse = __fadd_rn(mx, logf(den));
@@ -322,13 +348,14 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
       float s[1] = {0.0f};
       for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
         float c[VX];
-        src.template chunk<P>(lc, c);
+        src.template chunk<P>(lc, c, true);
         const int64_t j0 = sg.j0(lc);
         for_elems<VX>(sg.cnt(lc), [&](int i) {
           const float dj = __fsub_rn(lse, tf.z<P>(c[i]));
           s[0] += q.weighted ? __fmul_rn(ld_any(a.weight.base, a.weight.dtype, (j0 + i) * a.weight.cs), dj) : dj;
         });
       }
+      src.last_pass_done();
       block_sum<1>(s, sh.red);
       const float smooth = __fdiv_rn(cluster_fold<SumOp>(s[0], &sh.slots[par][2], &sh.bcast[2], C), V);
       loss = __fadd_rn(__fmul_rn(__fsub_rn(1.0f, q.ls), loss), __fmul_rn(q.ls, smooth));
@@ -348,7 +375,7 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
     const Divider div = Divider::of(den);
     for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) {
       float c[VX];
-      src.template chunk<P>(lc, c);
+      src.template chunk<P>(lc, c, true);
       const int64_t j0 = sg.j0(lc);
       const int cnt = sg.cnt(lc);
       const int it = t >= j0 && t < j0 + VX ? static_cast<int>(t - j0) : -1;  // the target's place in the chunk
@@ -372,6 +399,7 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
       }
       store_n<Y, VX>(a.g, r, j0, cnt, g);
     }
+    src.last_pass_done();
   }
   return true;
 }
@@ -381,9 +409,10 @@ __device__ __forceinline__ bool is_plain(const RowArgs& a) {
   return !a.bias.base && !(a.q.softcap > 0.0f) && !a.q.weighted && !(a.q.ls > 0.0f) && !(a.q.zl > 0.0f);
 }
 
-/// One row per cluster (rows past the grid in a grid-stride loop), read from global memory.
+/// Rows r, r + clusters, ... per cluster (as many clusters as rows, or as the GPU holds for
+/// aligned rows), read from global memory (StagedSource).
 template <typename X, typename Y, bool BWD>
-__global__ void __launch_bounds__(1024) row_kernel_t(RowArgs a) {
+__global__ void __launch_bounds__(1024, 1) row_kernel_t(RowArgs a) {
   __shared__ Shared sh;
   const unsigned rank = cta_rank(a.ctas);
   const Segment<kV<X>> sg(rank, a.block_v, a.q.v);
@@ -393,12 +422,15 @@ __global__ void __launch_bounds__(1024) row_kernel_t(RowArgs a) {
   const int ncache = static_cast<int>(a.cache_bytes / 16);
   const bool plain = is_plain(a);
   int par = 0;
+  int filled = 0;
   for (int64_t r = blockIdx.x / a.ctas; r < a.rows; r += nclus) {
-    const StagedSource<X> src{a, tf, sg, r, cache, ncache};
+    const StagedSource<X> src{a, tf, sg, r, cache, ncache, &filled};
     const bool used = plain ? process_row<X, Y, BWD, true>(a, tf, sg, r, rank, par, src, sh)
                             : process_row<X, Y, BWD, false>(a, tf, sg, r, rank, par, src, sh);
+    if (!used) filled = 0;  // an ignored row: its fill (if any) is not this row's
     par ^= used ? 1 : 0;
   }
+  copy_async_wait_all();  // a fill for an ignored last row lands before the block leaves
   cluster_sync(a.ctas);  // no block leaves while another may still read its slots
 }
 
@@ -591,7 +623,9 @@ void launch_rows(DType x, DType g, bool bwd, const RowArgs& a, cudaStream_t s) {
     const auto k = kernel_fn<X, Y, B>(piped);
     const int64_t smem = piped ? a.piped_bytes : a.cache_bytes;
     int64_t clusters = std::min<int64_t>(a.rows, 2147483647 / a.ctas);
-    if (piped) clusters = std::min<int64_t>(clusters, std::max(1, resident_cached(k, a.ctas, a.threads, smem)));
+    // Aligned rows: as many clusters as the GPU holds, each taking rows in turn (pipelined,
+    // or staged with the next row started during the last pass); else one per row.
+    if (a.x.vec) clusters = std::min<int64_t>(clusters, std::max(1, resident_cached(k, a.ctas, a.threads, smem)));
     KV_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = launch_config(a.ctas, a.threads, clusters, smem, s, &attr);

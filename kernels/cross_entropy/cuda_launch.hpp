@@ -27,9 +27,11 @@ struct Params {
 /// cluster (ctas > 1) that exchanges its partial max and sums through distributed shared
 /// memory. Pipelined (piped_bytes > 0 and x's rows 16-byte aligned): as many clusters as
 /// the GPU holds, each block copying its next row's segment (raw) into one half of
-/// `piped_bytes` of shared memory while it works on the other. Staged otherwise: one row
-/// per cluster, read from global memory, its first `cache_bytes` / 16 chunks kept raw in
-/// shared memory between passes, the others read again. The bits are the same either way. Row r of
+/// `piped_bytes` of shared memory while it works on the other. Staged otherwise: rows read
+/// from global memory, their first `cache_bytes` / 16 chunks kept raw in shared memory
+/// between passes, the others read again; for aligned rows as many clusters as the GPU
+/// holds, each copying its next row's chunks during the current row's last pass, else one
+/// row per cluster. The bits are the same either way. Row r of
 /// x, g and the per-row tensors is local row r, except target, dloss, loss and row_loss,
 /// which are indexed by row0 + r (FLCE's chunks).
 struct RowArgs {

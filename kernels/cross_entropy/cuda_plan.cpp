@@ -27,11 +27,15 @@ Plan plan(const Case& c, int64_t v, DType x, const DeviceProfile& p) {
   pl.ctas = static_cast<int>(std::min<int64_t>(ceil_div(v, pl.block_v), 1 << 30));
   pl.threads = static_cast<int>(32 * c.config_int("num_warps", 8));
   pl.chunk = rowcuda::chunk_elems(x);
-  // The segment's raw 16-byte chunks: as many as fit (staged), or two segments whole
-  // (pipelined); beside the kernels' static buffers (< 1 KiB).
+  // The segment's raw 16-byte chunks: two segments whole (pipelined), or as many as fit
+  // (staged) in a share of the shared memory that leaves an SM 1024 threads: a block of T
+  // threads keeps T/1024 of it (all of it from 1024 threads), so smaller blocks share an SM
+  // and one's loads overlap another's work; beside the kernels' static buffers (< 1 KiB).
   const int64_t nch = ceil_div(std::min(v, pl.block_v), pl.chunk);
   const int64_t room = std::max<int64_t>(p.smem_per_block - 1024, 0) / 16 * 16;
-  pl.cache_bytes = std::min(nch * 16, room);
+  const int64_t share = std::max<int64_t>(1, 1024 / std::max(pl.threads, 1));
+  const int64_t cache_room = std::max<int64_t>((p.smem_per_block + 1024) / share - 2048, 0) / 16 * 16;
+  pl.cache_bytes = std::min(nch * 16, std::min(room, cache_room));
   pl.piped_bytes = 2 * nch * 16 <= room ? 2 * nch * 16 : 0;
   return pl;
 }
