@@ -110,53 +110,59 @@ __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+/// Stores a whole chunk rounded to X (round to nearest even) at p, 16-byte aligned.
+template <typename X>
+__device__ __forceinline__ void store_vec(X* p, const float (&v)[kV<X>]) {
+  uint4 u;
+  if constexpr (sizeof(X) == 4) {
+    u = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+  } else {
+    u = make_uint4(pack2<X>(v[0], v[1]), pack2<X>(v[2], v[3]), pack2<X>(v[4], v[5]), pack2<X>(v[6], v[7]));
+  }
+  *reinterpret_cast<uint4*>(p) = u;
+}
+
 /// Stores cnt values rounded to X (round to nearest even) at chunk j0 of row `row`.
 template <typename X>
 __device__ __forceinline__ void store_chunk(const Mat& m, int64_t row, int64_t j0, int cnt, const float (&v)[kV<X>]) {
   X* p = static_cast<X*>(m.base) + row * m.rs + j0 * m.cs;
-  if (m.vec && cnt == kV<X>) {
-    uint4 u;
-    if constexpr (sizeof(X) == 4) {
-      u = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
-    } else {
-      u = make_uint4(pack2<X>(v[0], v[1]), pack2<X>(v[2], v[3]), pack2<X>(v[4], v[5]), pack2<X>(v[6], v[7]));
-    }
-    *reinterpret_cast<uint4*>(p) = u;
-    return;
-  }
+  if (m.vec && cnt == kV<X>) return store_vec<X>(p, v);
 #pragma unroll
   for (int i = 0; i < kV<X>; ++i)
     if (i < cnt) p[i * m.cs] = cvt<X>(v[i]);
 }
 
+/// V elements at element offset off of a tensor whose dtype is known only at run time, as
+/// float, with vector accesses (the host aligned them to min(16, V * element size) bytes).
+template <int V>
+__device__ __forceinline__ void load_vec(const Mat& m, int64_t off, float (&v)[V]) {
+  if (m.dtype == F32) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(m.base) + off);
+#pragma unroll
+    for (int h = 0; h < V / 4; ++h) {
+      const float4 f = p[h];
+      v[4 * h] = f.x, v[4 * h + 1] = f.y, v[4 * h + 2] = f.z, v[4 * h + 3] = f.w;
+    }
+    return;
+  }
+  const uint16_t* p = static_cast<const uint16_t*>(m.base) + off;
+  uint4 u;
+  if constexpr (V == 8) {
+    u = *reinterpret_cast<const uint4*>(p);
+  } else {
+    const uint2 h = *reinterpret_cast<const uint2*>(p);
+    u = make_uint4(h.x, h.y, 0u, 0u);
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = m.dtype == BF16 ? unpack<__nv_bfloat16>(u, i) : unpack<__half>(u, i);
+}
+
 /// V elements of a tensor whose dtype is known only at run time (w, b: a vector over the
-/// columns, rs = 0), as float; elements past cnt are 0. Vector accesses when m.vec (the
-/// host aligned them to min(16, V * element size) bytes).
+/// columns, rs = 0), as float; elements past cnt are 0. Vector accesses when m.vec.
 template <int V>
 __device__ __forceinline__ void load_any(const Mat& m, int64_t row, int64_t j0, int cnt, float (&v)[V]) {
   const int64_t off = row * m.rs + j0 * m.cs;
-  if (m.vec && cnt == V) {
-    if (m.dtype == F32) {
-      const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(m.base) + off);
-#pragma unroll
-      for (int h = 0; h < V / 4; ++h) {
-        const float4 f = p[h];
-        v[4 * h] = f.x, v[4 * h + 1] = f.y, v[4 * h + 2] = f.z, v[4 * h + 3] = f.w;
-      }
-      return;
-    }
-    const uint16_t* p = static_cast<const uint16_t*>(m.base) + off;
-    uint4 u;
-    if constexpr (V == 8) {
-      u = *reinterpret_cast<const uint4*>(p);
-    } else {
-      const uint2 h = *reinterpret_cast<const uint2*>(p);
-      u = make_uint4(h.x, h.y, 0u, 0u);
-    }
-#pragma unroll
-    for (int i = 0; i < V; ++i) v[i] = m.dtype == BF16 ? unpack<__nv_bfloat16>(u, i) : unpack<__half>(u, i);
-    return;
-  }
+  if (m.vec && cnt == V) return load_vec<V>(m, off, v);
 #pragma unroll
   for (int i = 0; i < V; ++i) v[i] = i < cnt ? ld_any(m.base, m.dtype, off + i * m.cs) : 0.0f;
 }

@@ -102,7 +102,8 @@ class CudaRmsNorm : public CudaImpl {
     const auto offset = static_cast<float>(c.attr_real("offset"));
     if (!bwd_) {
       rmscuda::FwdArgs a{v("x"), v("w"), v("y"), v("rstd"), rows, n, m,
-                         static_cast<float>(round_to(compute, c.attr_real("eps"))), offset, threads, wpr(c)};
+                         static_cast<float>(round_to(compute, c.attr_real("eps"))), offset, threads, wpr(c), 0};
+      a.fast = a.x.vec && a.y.vec && a.w.vec && n % rowcuda::chunk_elems(x) == 0 && c.dtypes.at("y") == x;
       rmscuda::launch_fwd(x, a, d.stream);
       return;
     }

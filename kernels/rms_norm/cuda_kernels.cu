@@ -50,8 +50,10 @@ __device__ float team_sum(float v, bool none, const Team& t, float* red) {
   return v;
 }
 
-/// M: the mode (a template parameter: no per-element tests of it).
-template <typename X, int C, int M>
+/// M: the mode (a template parameter: no per-element tests of it). F: every chunk whole
+/// and x, y (in x's dtype) and w aligned for vector accesses: no element paths, which
+/// would take registers (FwdArgs::fast).
+template <typename X, int C, int M, bool F>
 __global__ void __launch_bounds__(C == 2 ? 1024 : 256, 1) fwd_kernel_t(FwdArgs a) {
   constexpr int V = kV<X>;
   constexpr bool none = M == Mode::none, llama = M == Mode::llama;
@@ -70,9 +72,15 @@ __global__ void __launch_bounds__(C == 2 ? 1024 : 256, 1) fwd_kernel_t(FwdArgs a
     for_elems<V>(left < cnt ? static_cast<int>(left) : cnt,
                  [&](int i) { acc = none ? rnd<X>(acc + rnd<X>(v[i] * v[i])) : acc + v[i] * v[i]; });
   };
+  auto count = [&](int c) { return F ? V : chunk_count<V>(a.n, c); };
+  auto load_x = [&](int64_t row, int c, int cnt) {
+    if constexpr (F) return *reinterpret_cast<const uint4*>(static_cast<const X*>(a.x.base) + row * a.x.rs + c * V);
+    return load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, cnt);
+  };
   auto out = [&](const uint4& raw, int64_t row, int c, int cnt, float rstd) {
     float wv[V], y[V];
-    load_any<V>(w, 0, static_cast<int64_t>(c) * V, cnt, wv);
+    if constexpr (F) load_vec<V>(w, static_cast<int64_t>(c) * V, wv);
+    else load_any<V>(w, 0, static_cast<int64_t>(c) * V, cnt, wv);
     unpack_all<X>(raw, y);
 #pragma unroll
     for (int i = 0; i < V; ++i) {
@@ -82,6 +90,7 @@ __global__ void __launch_bounds__(C == 2 ? 1024 : 256, 1) fwd_kernel_t(FwdArgs a
       y[i] = cr<X>(__fmul_rn(xn, wp), none);
       if (KV_MUTANT(cu_y_rz)) y[i] = rz_any(a.y.dtype, y[i]);
     }
+    if constexpr (F) return store_vec<X>(static_cast<X*>(a.y.base) + row * a.y.rs + c * V, y);
     if (a.y.dtype == kDT<X>) store_chunk<X>(a.y, row, static_cast<int64_t>(c) * V, cnt, y);
     else store_any<V>(a.y, row, static_cast<int64_t>(c) * V, cnt, y);
   };
@@ -94,17 +103,17 @@ __global__ void __launch_bounds__(C == 2 ? 1024 : 256, 1) fwd_kernel_t(FwdArgs a
 #pragma unroll
     for (int k = 0; k < C; ++k) {
       const int c = t.lane + k * t.P;
-      if (c < nch) raw[k] = load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, chunk_count<V>(a.n, c));
+      if (c < nch) raw[k] = load_x(row, c, count(c));
     }
     float acc = 0.0f;
 #pragma unroll
     for (int k = 0; k < C; ++k) {
       const int c = t.lane + k * t.P;
-      if (c < nch) squares(raw[k], c, chunk_count<V>(a.n, c), acc);
+      if (c < nch) squares(raw[k], c, count(c), acc);
     }
     for (int c = t.lane + C * t.P; c < nch; c += t.P) {  // past the registers
-      const int cnt = chunk_count<V>(a.n, c);
-      squares(load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, cnt), c, cnt, acc);
+      const int cnt = count(c);
+      squares(load_x(row, c, cnt), c, cnt, acc);
     }
     const float total = team_sum<X>(acc, none, t, red);
     const float ms = cr<X>(total / static_cast<float>(a.n), none);
@@ -115,11 +124,11 @@ __global__ void __launch_bounds__(C == 2 ? 1024 : 256, 1) fwd_kernel_t(FwdArgs a
 #pragma unroll
     for (int k = 0; k < C; ++k) {
       const int c = t.lane + k * t.P;
-      if (c < nch) out(raw[k], row, c, chunk_count<V>(a.n, c), rstd);
+      if (c < nch) out(raw[k], row, c, count(c), rstd);
     }
     for (int c = t.lane + C * t.P; c < nch; c += t.P) {  // read again (L2): y may share x's storage
-      const int cnt = chunk_count<V>(a.n, c);
-      out(load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, cnt), row, c, cnt, rstd);
+      const int cnt = count(c);
+      out(load_x(row, c, cnt), row, c, cnt, rstd);
     }
   }
 }
@@ -283,16 +292,20 @@ constexpr DType kDType = sizeof(X) == 4 ? DType::f32 : std::is_same_v<X, __half>
 
 /// The forward kernel for a block size (2 chunks per lane kept with 1024 threads, else 8 for
 /// 2-byte x, 4 for fp32) and mode; f(kernel) launches or names it.
-template <typename X, int M, class F>
+template <typename X, int M, bool Fast, class F>
 auto with_fwd(int threads, F&& f) {
-  if (fwd_chunks(kDType<X>, threads) == 2) return f(&fwd_kernel_t<X, 2, M>);
-  return f(&fwd_kernel_t<X, kV<X> == 8 ? 8 : 4, M>);
+  if (fwd_chunks(kDType<X>, threads) == 2) return f(&fwd_kernel_t<X, 2, M, Fast>);
+  return f(&fwd_kernel_t<X, kV<X> == 8 ? 8 : 4, M, Fast>);
+}
+template <typename X, int M, class F>
+auto with_fwd(int threads, bool fast, F&& f) {
+  return fast ? with_fwd<X, M, true>(threads, f) : with_fwd<X, M, false>(threads, f);
 }
 template <typename X, class F>
-auto with_fwd(int threads, int mode, F&& f) {
-  if (mode == Mode::none) return with_fwd<X, Mode::none>(threads, f);
-  if (mode == Mode::gemma) return with_fwd<X, Mode::gemma>(threads, f);
-  return with_fwd<X, Mode::llama>(threads, f);
+auto with_fwd(int threads, int mode, bool fast, F&& f) {
+  if (mode == Mode::none) return with_fwd<X, Mode::none>(threads, fast, f);
+  if (mode == Mode::gemma) return with_fwd<X, Mode::gemma>(threads, fast, f);
+  return with_fwd<X, Mode::llama>(threads, fast, f);
 }
 
 /// The backward kernel for a block size (none kept with 1024 threads), mode and m_rounding.
@@ -325,7 +338,7 @@ void fwd_t(const FwdArgs& a, cudaStream_t s) {
   if (a.rows == 0) return;
   KV_MUTANT_UPLOAD(s);
   const int64_t teams = a.threads / (32 * a.wpr);
-  with_fwd<X>(a.threads, a.mode, [&](auto* k) {
+  with_fwd<X>(a.threads, a.mode, a.fast != 0, [&](auto* k) {
     k<<<grid_rows((a.rows + teams - 1) / teams), a.threads, 0, s>>>(a);
     KV_CUDA_LAUNCHED();
     return 0;
@@ -362,10 +375,10 @@ void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s) {
   else bwd_t<__nv_bfloat16>(a, s);
 }
 
-const void* fwd_kernel(DType x, int threads, int mode) {
-  if (x == DType::f32) return with_fwd<float>(threads, mode, Addr{});
-  if (x == DType::f16) return with_fwd<__half>(threads, mode, Addr{});
-  return with_fwd<__nv_bfloat16>(threads, mode, Addr{});
+const void* fwd_kernel(DType x, int threads, int mode) {  // the general one: same launch bounds
+  if (x == DType::f32) return with_fwd<float>(threads, mode, false, Addr{});
+  if (x == DType::f16) return with_fwd<__half>(threads, mode, false, Addr{});
+  return with_fwd<__nv_bfloat16>(threads, mode, false, Addr{});
 }
 
 const void* bwd_kernel(DType x, int threads, int mode, bool m_round_x) {

@@ -28,7 +28,8 @@ struct FwdArgs {
   int mode;
   float eps, offset;
   int threads;
-  int wpr;  // warps per row
+  int wpr;   // warps per row
+  int fast;  // every chunk whole, x, y (in x's dtype) and w aligned for vector accesses
 };
 
 /// x in the kernel's dtype; dy, dx, w, dw any dtype. Each team is a dW program: it sums a
