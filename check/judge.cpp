@@ -28,7 +28,8 @@ std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosu
   std::vector<std::vector<int64_t>> part(static_cast<size_t>((n + chunk - 1) / chunk));
   tbb::parallel_for(int64_t(0), static_cast<int64_t>(part.size()), [&](int64_t c) {
     for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
-      if (enc.unverifiable[i] || std::isnan(ref.v[i])) continue;
+      // NaN and ±inf values are exact (IEEE rules on the defined computation): nothing to refine.
+      if (enc.unverifiable[i] || !std::isfinite(ref.v[i])) continue;
       double scale = std::max(half_width(enc.lo[i], enc.hi[i]), ulp(out, ref.v[i]) * 0.5);
       if (!(ref.err[i] <= kRefTargetFraction * scale)) part[c].push_back(i);
     }
@@ -96,7 +97,9 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
   for (int64_t i = b; i < e; ++i) {
     const uint32_t bits = out.bits(i);
     const double o = decode(dt, bits), v = ref.v[i], err = ref.err[i];
-    double lo_w = enc_detail::down(enc.lo[i] - err), hi_w = enc_detail::up(enc.hi[i] + err);
+    // An infinite bound stays as it is (stepping outward from +inf would give inf - inf).
+    double lo_w = std::isinf(enc.lo[i]) && err == 0 ? enc.lo[i] : enc_detail::down(enc.lo[i] - err);
+    double hi_w = std::isinf(enc.hi[i]) && err == 0 ? enc.hi[i] : enc_detail::up(enc.hi[i] + err);
     // Enclosure arithmetic on an infinite input (inf - inf in a midpoint) gives NaN bounds
     // where IEEE arithmetic gives a finite value (exp(-inf) = 0): such a bound bounds nothing.
     if (std::isnan(lo_w)) lo_w = -kInf;
@@ -105,6 +108,16 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       throw HarnessError("reference value of " + out.desc.name + "[" + std::to_string(i) + "] = " + std::to_string(v) +
                          " lies outside its own enclosure [" + std::to_string(lo_w) + ", " + std::to_string(hi_w) + "]");
     const double a_lo = round_to(dt, lo_w), a_hi = round_to(dt, hi_w);
+    // An admissible set unbounded on a side while the value is finite (the contract's own
+    // arithmetic overflows, e.g. rstd^3 in fp16) bounds nothing: such an element is not
+    // verified by lying in it. There an intermediate a correct impl computes may be ±inf
+    // (DESIGN.md), and IEEE rules take inf * 0 or inf - inf to NaN, so a NaN output is
+    // admitted but never verified: it counts as unverifiable, not as a pass.
+    // With v = ±inf (an infinite input reached it exactly), the contract may still admit
+    // anything (an infinity times a rounded factor whose sign the contract leaves open):
+    // such an element is unbounded too.
+    const bool unbounded = std::isfinite(v) ? (std::isinf(lo_w) || std::isinf(hi_w))
+                                            : (std::isinf(v) && lo_w == -kInf && hi_w == kInf);
     bool ok;
     if (bits == poison) {
       ++p.n_unwritten;
@@ -113,12 +126,12 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       ++p.n_nan_expected;
       ok = std::isnan(o);
       if (!ok) ++p.n_nan;
-    } else if (std::isinf(v)) {
-      ok = o == v;  // the defined computation reaches ±inf (an infinite input): infinities match in sign
     } else if (std::isnan(o)) {
       ok = false;
       // Admitted (below) where the admissible set is unbounded; a mismatch elsewhere.
-      if (std::isinf(lo_w) || std::isinf(hi_w)) ++p.n_nan_admitted; else ++p.n_nan;
+      if (unbounded) ++p.n_nan_admitted; else ++p.n_nan;
+    } else if (std::isinf(v)) {
+      ok = o == v;  // the defined computation reaches ±inf (an infinite input): infinities match in sign
     } else {
       ok = a_lo <= o && o <= a_hi;  // NaN bounds make this false
     }
@@ -134,12 +147,6 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       p.sum_signed_ulps += s_ulps, p.sum_abs_ulps += std::fabs(s_ulps), ++p.n_finite;
       tol.add(std::fabs(v), dist);
     }
-    // An admissible set unbounded on a side while the value is finite (the contract's own
-    // arithmetic overflows, e.g. rstd^3 in fp16) bounds nothing: such an element is not
-    // verified by lying in it. There an intermediate a correct impl computes may be ±inf
-    // (DESIGN.md), and IEEE rules take inf * 0 or inf - inf to NaN, so a NaN output is
-    // admitted but never verified: it counts as unverifiable, not as a pass.
-    const bool unbounded = std::isfinite(v) && (std::isinf(lo_w) || std::isinf(hi_w));
     if (enc.unverifiable[i] || unbounded) {
       ++p.n_unv;
       const bool nan_admitted = unbounded && std::isnan(o);

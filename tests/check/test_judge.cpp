@@ -73,6 +73,24 @@ TEST(Judge, NanIsAdmittedOnlyWhereTheBoundIsInfinite) {
   EXPECT_EQ(kv::judge(u.view, ref, enc, true).n_fail, 3);
 }
 
+// v = +inf (an infinite input reaches the element exactly): -inf and NaN fail where the
+// contract's bound is that infinity, and are unverifiable where the contract leaves the
+// element unknown (an infinity times a rounded factor of open sign).
+TEST(Judge, AnInfiniteValueMatchesInSignUnlessTheContractLeavesItOpen) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Out o(kv::DType::f32, 2);
+  kv::OutputRef ref{"y", kv::DoubleBuf(2, inf), kv::DoubleBuf(2, 0.0)};
+  kv::OutputEnclosure enc{"y", kv::DoubleBuf(2, inf), kv::DoubleBuf(2, inf), kv::ByteBuf(2, 0)};
+  o.view.store(0, inf);
+  o.view.store(1, std::nan(""));
+  EXPECT_EQ(kv::judge(o.view, ref, enc, true).n_fail, 1);
+  enc.lo[1] = -inf;  // element 1: the contract admits anything
+  auto tv = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv.n_fail, 0);
+  EXPECT_EQ(tv.n_nan_admitted, 1);
+  EXPECT_EQ(tv.verdict, "unverifiable");
+}
+
 TEST(Judge, PoisonIsUnwrittenAndPaddingWritesAreCaught) {
   Out o(kv::DType::bf16, 4, {2}, 1);  // every other element, offset 1
   kv::OutputRef ref;
