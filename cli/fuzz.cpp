@@ -86,13 +86,10 @@ std::string replay_options(const Common& c, const RunEnv& env) {
 
 int run_fuzz_command(FuzzCommand& f) {
   CampaignOptions& o = f.opts;
-  if (f.devices != "1") {
-    const std::string kind = make_env(f.common).device.kind;
-    const int n = fuzz_device_count(f.devices, kind);
-    if (n > 1) {
-      if (f.shard_opt->count()) throw UsageError("--devices shards the campaign itself: give --shard or --devices, not both");
-      return run_fuzz_on_devices(f.args, f.common.out, n, kind == "cuda");
-    }
+  RunEnv env = make_env(f.common);
+  if (const int n = fuzz_device_count(f.devices, env.device.kind); n > 1) {
+    if (f.shard_opt->count()) throw UsageError("--devices shards the campaign itself: give --shard or --devices, not both");
+    return run_fuzz_on_devices(f.args, f.common.out, n, env.device.kind == "cuda");
   }
   if (f.seed_opt->count()) o.seed = f.seed;
   if (f.cases_opt->count()) o.budget_cases = f.budget_cases;
@@ -101,7 +98,6 @@ int run_fuzz_command(FuzzCommand& f) {
   if (f.shard_opt->count()) o.shard = f.shard;
   if (f.curated_opt->count()) o.curated = f.curated;
   if (o.ops.empty() && !o.resume) throw UsageError("fuzz needs at least one --op (or --op all)");
-  RunEnv env = make_env(f.common);
   o.out = f.common.out;
   o.device = env.device.kind;
   std::filesystem::create_directories(o.out);

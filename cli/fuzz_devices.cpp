@@ -1,8 +1,11 @@
 // One campaign worker per device (cli/fuzz_devices.hpp).
 #include "cli/fuzz_devices.hpp"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -72,34 +75,36 @@ std::vector<std::string> without_own_options(const std::vector<std::string>& arg
   return kept;
 }
 
+/// Starts argv_s with stdout and stderr appended to `log` (and CUDA_VISIBLE_DEVICES set when
+/// cuda_device >= 0). Everything the child needs is prepared before fork: between fork and
+/// exec it only calls async-signal-safe functions.
 pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, int cuda_device) {
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_s.emplace_back(*e);
+  if (cuda_device >= 0) env_s.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(cuda_device));
+  auto pointers = [](std::vector<std::string>& v) {
+    std::vector<char*> p;
+    for (auto& s : v) p.push_back(s.data());
+    p.push_back(nullptr);
+    return p;
+  };
+  std::vector<std::string> args = argv_s;
+  std::vector<char*> argv = pointers(args), envp = pointers(env_s);
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open " + log);
   pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid < 0) {
+    close(fd);
+    throw std::runtime_error("fork failed");
+  }
   if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "a");
-    if (f) dup2(fileno(f), 1), dup2(fileno(f), 2);
-    if (cuda_device >= 0) setenv("CUDA_VISIBLE_DEVICES", std::to_string(cuda_device).c_str(), 1);
-    std::vector<char*> argv;
-    for (auto s : argv_s) argv.push_back(strdup(s.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
+    dup2(fd, 1), dup2(fd, 2);
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
+  close(fd);
   return pid;
-}
-
-/// The lines of every shard's file `name`, in shard order, into out/name (rewritten).
-void join(const std::string& out, int n, const std::string& name) {
-  const std::string tmp = (fs::path(out) / (name + ".joining")).string();
-  std::ofstream o(tmp, std::ios::trunc);
-  for (int i = 0; i < n; ++i) {
-    std::ifstream in(fs::path(out) / ("device-" + std::to_string(i)) / name);
-    std::string line;
-    while (std::getline(in, line))
-      if (!line.empty()) o << line << "\n";
-  }
-  o.close();
-  fs::rename(tmp, fs::path(out) / name);
 }
 
 }  // namespace
@@ -132,8 +137,14 @@ int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string&
       std::cout << "[device " << i << "] " << lines[k] << "\n";
     if (code != 0) std::cout << "[device " << i << "] exit " << code << "\n";
   }
-  join(out, n, "results.jsonl");
-  join(out, n, "failures.jsonl");
+  // The joined files are rewritten from the shards each time (a resume adds to the shards).
+  for (const char* name : {"results.jsonl", "failures.jsonl"}) {
+    std::vector<std::string> shards;
+    for (int i = 0; i < n; ++i)
+      if (auto f = fs::path(out) / ("device-" + std::to_string(i)) / name; fs::exists(f)) shards.push_back(f.string());
+    fs::remove(fs::path(out) / name);
+    if (!shards.empty()) merge_results((fs::path(out) / name).string(), shards);
+  }
   std::cout << "joined " << n << " shards into " << (fs::path(out) / "results.jsonl").string() << " and failures.jsonl\n";
   return worst;
 }
