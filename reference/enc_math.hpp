@@ -42,8 +42,8 @@ Enc lipschitz1(const Enc& a, F f) {
 inline Enc enc_exp_from(const Enc& a, double em) {
   using namespace enc_detail;
   if (a.r == 0 || !std::isfinite(a.m)) {
-    if (!std::isfinite(em)) return Enc{em, 0.0, a.unv};
-    if (!std::isfinite(a.m)) return Enc{em, 0.0, a.unv};  // exp(-inf) = 0
+    // NaN, exp(+inf) = inf and exp(-inf) = 0 are exact.
+    if (!std::isfinite(em) || !std::isfinite(a.m)) return Enc{em, 0.0, a.unv};
     return enc_from_bounds(lib_lo(em), lib_hi(em), a.unv);
   }
   if (a.r <= 0x1p-20 && em >= 0x1p-900 && em <= 0x1p900)
@@ -55,7 +55,7 @@ inline Enc enc_exp(const Enc& a) { return enc_exp_from(a, std::exp(a.m)); }
 inline Enc enc_tanh(const Enc& a) { return enc_detail::increasing(a, [](double x) { return std::tanh(x); }); }
 inline Enc enc_log(const Enc& a) {
   if (!std::isfinite(a.m)) return Enc{std::log(a.m), 0.0, a.unv};  // NaN, log(inf) = inf, log(-inf) = NaN
-  if (!(enc_lo(a) > 0) && a.r != 0) return Enc{0.0, enc_detail::kInf, a.unv};
+  if (!(enc_lo(a) > 0) && a.r != 0) return enc_detail::unknown(a.unv);
   return enc_detail::increasing(a, [](double x) { return std::log(x); });
 }
 inline Enc enc_sin(const Enc& a) { return enc_detail::lipschitz1(a, [](double x) { return std::sin(x); }); }

@@ -137,7 +137,7 @@ inline Enc special_mul(const Enc& a, const Enc& b, bool is_div) {
 inline Enc operator/(const Enc& a, const Enc& b) {
   if (!enc_detail::finite(a.m) || !enc_detail::finite(b.m)) return enc_detail::special_mul(a, b, true);
   double den = (std::fabs(b.m) - b.r) * (1.0 - 0x1p-50);
-  if (!(den > 0)) return Enc{0.0, enc_detail::kInf, a.unv || b.unv};
+  if (!(den > 0)) return enc_detail::unknown(a.unv || b.unv);
   double q = a.m / b.m;
   double r = enc_detail::rup((a.r + std::fabs(q) * b.r) / den + std::fabs(q) * 0x1p-53 + 0x1p-1074);
   if (a.r == 0 && b.r == 0 && std::fma(q, b.m, -a.m) == 0.0) r = 0.0;  // exact quotient
@@ -166,7 +166,7 @@ inline Enc enc_rsqrt(const Enc& a) {
   if (std::isnan(a.m) || a.m == -enc_detail::kInf) return enc_detail::nan_value(a.unv);
   if (a.m == enc_detail::kInf) return Enc{0.0, 0.0, a.unv};
   double lo = enc_lo(a), hi = enc_hi(a);
-  if (!(lo > 0)) return Enc{0.0, enc_detail::kInf, a.unv};
+  if (!(lo > 0)) return enc_detail::unknown(a.unv);
   double fa = 1.0 / std::sqrt(hi) * (1.0 - 0x1p-50), fb = 1.0 / std::sqrt(lo) * (1.0 + 0x1p-50);
   return enc_from_bounds(fa, fb, a.unv);
 }
