@@ -31,8 +31,7 @@ void unravel(int64_t linear, const std::vector<int64_t>& shape, std::vector<int6
 
 namespace {
 
-enum class Dist { normal, uniform, tiny, large, mean_shift, wide, big_mean, zeros, const_rows, subnormal, near_overflow,
-                  nan_inject, inf_inject };
+using Dist = ValueDist;
 
 Dist parse_dist(const std::string& dist) {
   static const std::vector<std::pair<std::string, Dist>> names = {
@@ -63,69 +62,57 @@ double base_sample(Dist d, PhiloxKey key, std::span<const int64_t> coords) {
   }
 }
 
-/// One tensor's draws: the distribution, the Philox keys and the affine map resolved once.
-struct Drawer {
-  Dist d;
-  DType dt;
-  PhiloxKey key, row_key;
-  double shift, scale;
-  Drawer(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor, double shift, double scale)
-      : d(parse_dist(dist)), dt(dt), key(philox_key(seed, tensor)), row_key(philox_key(seed, tensor + "/row")),
-        shift(shift), scale(scale) {}
-
-  double value(const std::vector<int64_t>& coords, std::vector<int64_t>& scratch) const {
-    switch (d) {
-      case Dist::subnormal: return min_normal(dt) * base_sample(Dist::uniform, key, coords);
-      case Dist::const_rows: {
-        scratch = coords;
-        if (!scratch.empty()) scratch.back() = 0;  // one value per row
-        return shift + scale * base_sample(Dist::normal, key, scratch);
-      }
-      case Dist::near_overflow: {
-        // Within a factor 16 of the dtype's largest finite value, either sign (exact scaling).
-        auto w = philox4x32_10(key, coord_counter(coords));
-        const double u = uniform_open01(w[0], w[1]);
-        const double m = std::ldexp(max_finite(dt) * (0.5 + 0.5 * u), -static_cast<int>(w[2] % 4u));
-        return (w[3] & 1u) ? -m : m;
-      }
-      case Dist::nan_inject:
-      case Dist::inf_inject: {
-        // In about one row in three (rows: every coordinate but the last), about one element
-        // in 61 is special (NaN, or +inf / -inf); the rest are normal. Clean rows stay beside.
-        auto w = philox4x32_10(key, coord_counter(coords));
-        scratch = coords;
-        if (!scratch.empty()) scratch.back() = 0;
-        const bool spiky = philox4x32_10(row_key, coord_counter(scratch))[3] % 3u == 0;
-        if (spiky && w[3] % 61u == 0) {
-          if (d == Dist::nan_inject) return std::numeric_limits<double>::quiet_NaN();
-          return (w[2] & 1u) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-        }
-        return shift + scale * base_sample(Dist::normal, key, coords);
-      }
-      default: return shift + scale * base_sample(d, key, coords);
-    }
-  }
-};
-
 }  // namespace
+
+ValueDrawer::ValueDrawer(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor, double shift,
+                         double scale)
+    : d_(parse_dist(dist)), dt_(dt), key_(philox_key(seed, tensor)), row_key_(philox_key(seed, tensor + "/row")),
+      shift_(shift), scale_(scale) {}
+
+double ValueDrawer::value(const std::vector<int64_t>& coords, std::vector<int64_t>& scratch) const {
+  switch (d_) {
+    case Dist::subnormal: return min_normal(dt_) * base_sample(Dist::uniform, key_, coords);
+    case Dist::const_rows: {
+      scratch = coords;
+      if (!scratch.empty()) scratch.back() = 0;  // one value per row
+      return shift_ + scale_ * base_sample(Dist::normal, key_, scratch);
+    }
+    case Dist::near_overflow: {
+      // Within a factor 16 of the dtype's largest finite value, either sign (exact scaling).
+      auto w = philox4x32_10(key_, coord_counter(coords));
+      const double u = uniform_open01(w[0], w[1]);
+      const double m = std::ldexp(max_finite(dt_) * (0.5 + 0.5 * u), -static_cast<int>(w[2] % 4u));
+      return (w[3] & 1u) ? -m : m;
+    }
+    case Dist::nan_inject:
+    case Dist::inf_inject: {
+      // In about one row in three (rows: every coordinate but the last), about one element
+      // in 61 is special (NaN, or +inf / -inf); the rest are normal. Clean rows stay beside.
+      auto w = philox4x32_10(key_, coord_counter(coords));
+      scratch = coords;
+      if (!scratch.empty()) scratch.back() = 0;
+      const bool spiky = philox4x32_10(row_key_, coord_counter(scratch))[3] % 3u == 0;
+      if (spiky && w[3] % 61u == 0) {
+        if (d_ == Dist::nan_inject) return std::numeric_limits<double>::quiet_NaN();
+        return (w[2] & 1u) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      }
+      return shift_ + scale_ * base_sample(Dist::normal, key_, coords);
+    }
+    default: return shift_ + scale_ * base_sample(d_, key_, coords);
+  }
+}
 
 double draw(const std::string& dist, uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords) {
   const Dist d = parse_dist(dist);
   if (d == Dist::const_rows || d == Dist::subnormal || d == Dist::near_overflow || d == Dist::nan_inject ||
       d == Dist::inf_inject)
-    throw UsageError("value distribution '" + dist + "' has no base sample (draw_value draws it)");
+    throw UsageError("value distribution '" + dist + "' has no base sample (ValueDrawer draws it)");
   return base_sample(d, philox_key(seed, tensor), coords);
-}
-
-double draw_value(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor,
-                  std::vector<int64_t>& coords, double shift, double scale) {
-  std::vector<int64_t> scratch;
-  return Drawer(dist, dt, seed, tensor, shift, scale).value(coords, scratch);
 }
 
 void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double shift, double scale) {
   const int64_t n = v.desc.numel(), block = 4096;
-  const Drawer dr(dist, v.desc.dtype, seed, v.desc.name, shift, scale);
+  const ValueDrawer dr(dist, v.desc.dtype, seed, v.desc.name, shift, scale);
   const std::vector<int64_t>& shape = v.desc.shape;
   // Each element depends on its coordinates only, so blocks fill in parallel; within a
   // block the coordinates advance like an odometer.

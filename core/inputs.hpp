@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.hpp"
 #include "core/tensor.hpp"
 
 namespace kv {
@@ -19,10 +20,24 @@ const std::vector<std::string>& known_dists();
 /// Draws a base sample for `dist` at one element; value = shift + scale * sample.
 double draw(const std::string& dist, uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords);
 
-/// The value fill_tensor stores (before rounding to dt) at these coordinates (which
-/// const_rows rewrites): shift + scale * draw(...) for most distributions.
-double draw_value(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor,
-                  std::vector<int64_t>& coords, double shift, double scale);
+enum class ValueDist { normal, uniform, tiny, large, mean_shift, wide, big_mean, zeros, const_rows, subnormal,
+                       near_overflow, nan_inject, inf_inject };
+
+/// One tensor's draws with the distribution, the Philox keys and the affine map resolved
+/// once (what fill_tensor stores before rounding): shift + scale * draw(...) for most
+/// distributions. Throws UsageError for an unknown distribution.
+class ValueDrawer {
+ public:
+  ValueDrawer(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor, double shift, double scale);
+  /// The value at these coordinates; `scratch` is working space (reused across calls).
+  double value(const std::vector<int64_t>& coords, std::vector<int64_t>& scratch) const;
+
+ private:
+  ValueDist d_;
+  DType dt_;
+  PhiloxKey key_, row_key_;
+  double shift_, scale_;
+};
 
 /// A uniform integer in [lo, hi) at one element (lo when the range is empty).
 int64_t draw_int(uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords, int64_t lo, int64_t hi);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "check/results.hpp"
 #include "core/error.hpp"
@@ -229,13 +230,18 @@ class Campaign {
                         {"replay_companion", "kverify replay '" + comp + "'" + o_.replay_options},
                         {"shrink", {{"runs", 0}, {"steps", 0}, {"complete", false}}},
                         {"fuzz", fuzz_info(e)}};
+    record_failure(e, f,
+                   "fail #" + std::to_string(e.index) + " (batch invariance): " + f["reason"].get<std::string>() +
+                       "\n    " + f["replay"].get<std::string>() + "\n    " + f["replay_companion"].get<std::string>() + "\n");
+  }
+
+  /// Appends a failure line, counts it, and prints `text` between progress lines.
+  void record_failure(const Entry& e, const nlohmann::json& f, const std::string& text) {
     failures_.append(f);
     shrunk_.insert(e.index);
     ++tally_.failures;
     progress_.clear();
-    std::cout << "fail #" << e.index << " (batch invariance): " << f["reason"].get<std::string>() << "\n    "
-              << f["replay"].get<std::string>() << "\n    " << f["replay_companion"].get<std::string>() << "\n"
-              << std::flush;
+    std::cout << text << std::flush;
     progress_.update(tally_, "", true);
   }
 
@@ -270,17 +276,13 @@ class Campaign {
                                       {"repro", first.value("repro", "")}}},
                         {"shrink", {{"runs", r.runs}, {"steps", r.steps}, {"complete", r.complete}}},
                         {"fuzz", fuzz_info(e)}};
-    failures_.append(f);
-    shrunk_.insert(e.index);
-    ++tally_.failures;
-    progress_.clear();
-    std::cout << (e.index < 0 ? "curated " : "") << f["verdict"].get<std::string>() << " " << label << " ("
-              << r.minimal.op << " " << r.minimal.impl << "), shrunk in " << r.steps << " steps (" << r.runs << " runs"
-              << (r.complete ? "" : ", stopped early") << "):\n    " << replay << "\n    "
-              << f["reason"].get<std::string>() << "\n";
-    if (!f["repro"].get<std::string>().empty()) std::cout << "    repro: " << f["repro"].get<std::string>() << "\n";
-    std::cout << std::flush;
-    progress_.update(tally_, "", true);
+    std::ostringstream text;
+    text << (e.index < 0 ? "curated " : "") << f["verdict"].get<std::string>() << " " << label << " (" << r.minimal.op
+         << " " << r.minimal.impl << "), shrunk in " << r.steps << " steps (" << r.runs << " runs"
+         << (r.complete ? "" : ", stopped early") << "):\n    " << replay << "\n    " << f["reason"].get<std::string>()
+         << "\n";
+    if (!f["repro"].get<std::string>().empty()) text << "    repro: " << f["repro"].get<std::string>() << "\n";
+    record_failure(e, f, text.str());
   }
 
   int finish(bool timed_out) {

@@ -37,12 +37,14 @@ class SoftmaxOp : public PolicyOp<SoftmaxOp> {
     // y as a forward pass saves it: the softmax of generated logits, rounded to y's dtype.
     const int64_t n = last_dim(c);
     auto y = ts.view("y");
+    const DType yd = c.dtypes.at("y");
+    const ValueDrawer xd(c.dist, yd, c.seed, "x", 0.0, 2.0);
     par_rows(row_count(c), true, [&](int64_t r) {
       std::vector<double> x(static_cast<size_t>(n)), v(static_cast<size_t>(n));
-      std::vector<int64_t> coords;
+      std::vector<int64_t> coords, scratch;
       for (int64_t j = 0; j < n; ++j) {
         unravel(r * n + j, c.shape, coords);
-        x[j] = round_to(c.dtypes.at("y"), draw_value(c.dist, c.dtypes.at("y"), c.seed, "x", coords, 0.0, 2.0));
+        x[j] = round_to(yd, xd.value(coords, scratch));
       }
       softmax_fwd_row(ValuePolicy<double>{}, n, x.data(), v.data());
       for (int64_t j = 0; j < n; ++j) y.store(r * n + j, v[j]);
