@@ -50,12 +50,12 @@ void add_common(CLI::App* app, Common& c) {
   add_extension_options(app, c.ext);
 }
 
-/// --sanitize and --sanitize-every (run and replay).
 void add_sanitize_options(CLI::App* app, Common& c) {
   app->add_option("--sanitize", c.sanitize.tools,
                   "re-run a sample of the cases under compute-sanitizer tools: memcheck,racecheck,initcheck,synccheck")
       ->delimiter(',');
-  app->add_option("--sanitize-every", c.sanitize.every, "sample every k-th case (default 10; the first included)")
+  app->add_option("--sanitize-every", c.sanitize.every,
+                  "sample every k-th case (default " + std::to_string(c.sanitize.every) + "; the first included)")
       ->check(CLI::PositiveNumber);
 }
 

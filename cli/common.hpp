@@ -24,6 +24,8 @@ struct Common {
 
 /// --device, --device-profile, --timeout, --out, --plugin, --worker, --worker-timeout.
 void add_common(CLI::App* app, Common& c);
+/// --sanitize and --sanitize-every (run, replay and fuzz; the default sample is c.sanitize.every).
+void add_sanitize_options(CLI::App* app, Common& c);
 /// The device (throws UsageError when it is not there) and a fresh run id.
 RunEnv make_env(const Common& c);
 /// Arguments of the case-running worker process (cli/supervisor.hpp).

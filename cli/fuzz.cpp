@@ -11,6 +11,7 @@
 #include "check/results.hpp"
 #include "check/runner.hpp"
 #include "cli/fuzz_devices.hpp"
+#include "cli/sanitize.hpp"
 #include "cli/supervisor.hpp"
 #include "core/digest.hpp"
 #include "core/error.hpp"
@@ -31,6 +32,8 @@ CLI::App* add_fuzz_command(CLI::App& app, FuzzCommand& f) {
   f.seconds_opt = c->add_option("--budget-seconds", f.budget_seconds, "stop starting cases after this many seconds");
   f.seed_opt = c->add_option("--seed", f.seed, "campaign seed (default: random; kept in DIR/campaign.json)");
   add_common(c, f.common);
+  f.common.sanitize.every = 100;
+  add_sanitize_options(c, f.common);
   c->get_option("--out")->description("campaign directory DIR: campaign.json, results.jsonl, failures.jsonl, "
                                       "shrinks.jsonl, repro/ (default out/fuzz)");
   c->add_flag("--resume", f.opts.resume,
@@ -46,6 +49,10 @@ CLI::App* add_fuzz_command(CLI::App& app, FuzzCommand& f) {
   c->add_option("--devices", f.devices,
                 "all: one worker per GPU of the host (CUDA_VISIBLE_DEVICES), each running shard i/N into DIR/device-i, "
                 "joined into DIR/results.jsonl; or a count N (on the host device: N parallel workers); default 1");
+  c->add_option("--jobs-per-device", f.jobs_per_device,
+                "campaign workers per device (default 1): each a shard of its own, so the host's cores check several "
+                "cases while one GPU runs their kernels; joined like --devices")
+      ->check(CLI::PositiveNumber);
   c->add_option("--max-shrink-runs", f.opts.max_shrink_runs, "bound on the cases run to shrink one failure (default 200)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--max-shrink-seconds", f.opts.max_shrink_seconds, "bound on the time spent shrinking one failure (default 300)")
@@ -87,10 +94,12 @@ std::string replay_options(const Common& c, const RunEnv& env) {
 int run_fuzz_command(FuzzCommand& f) {
   CampaignOptions& o = f.opts;
   RunEnv env = make_env(f.common);
-  if (const int n = fuzz_device_count(f.devices, env.device.kind); n > 1) {
-    if (f.shard_opt->count()) throw UsageError("--devices shards the campaign itself: give --shard or --devices, not both");
-    return run_fuzz_on_devices(f.args, f.common.out, n, env.device.kind == "cuda");
+  if (const int n = fuzz_device_count(f.devices, env.device.kind); n * f.jobs_per_device > 1) {
+    if (f.shard_opt->count())
+      throw UsageError("--devices and --jobs-per-device shard the campaign themselves: give --shard or those, not both");
+    return run_fuzz_on_devices(f.args, f.common.out, n, f.jobs_per_device, env.device.kind == "cuda");
   }
+  check_sanitize_tools(f.common.sanitize.tools);
   if (f.seed_opt->count()) o.seed = f.seed;
   if (f.cases_opt->count()) o.budget_cases = f.budget_cases;
   if (f.seconds_opt->count()) o.budget_seconds = f.budget_seconds;
@@ -146,6 +155,15 @@ int run_fuzz_command(FuzzCommand& f) {
     if (!small || !big) return std::nullopt;
     return compare_batch(*comp, r, *small, *big);
   };
+  if (!f.common.sanitize.tools.empty()) {
+    o.sanitize_every = f.common.sanitize.every;
+    io.sanitize = [&](const Case& c, int64_t& errors) {
+      nlohmann::json r = sanitize_case(c, env, worker_args(f.common, env, *ext), f.common.timeout_s,
+                                       f.common.sanitize.tools, (std::filesystem::path(o.out) / "sanitizer").string());
+      errors = sanitizer_errors(r);
+      return r;
+    };
+  }
   int code = run_campaign(o, io);
   return ext->failures().empty() ? code : 1;
 }

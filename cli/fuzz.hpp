@@ -17,6 +17,7 @@ struct FuzzCommand {
   int64_t budget_cases = 0, max_elements = 0;
   double budget_seconds = 0;
   std::string shard, curated, memory_budget, devices = "1";
+  int jobs_per_device = 1;
   std::vector<std::string> args;  // the command line after `fuzz` (what --devices hands its workers)
   CLI::Option *seed_opt = nullptr, *cases_opt = nullptr, *seconds_opt = nullptr, *max_opt = nullptr,
               *shard_opt = nullptr, *curated_opt = nullptr;

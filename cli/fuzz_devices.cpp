@@ -1,16 +1,20 @@
-// One campaign worker per device (cli/fuzz_devices.hpp).
+// Campaign workers per device (cli/fuzz_devices.hpp).
 #include "cli/fuzz_devices.hpp"
 
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <map>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
+#include "check/results.hpp"
 #include "cli/supervisor.hpp"
 #include "core/cuda/cuda_device.hpp"
 #include "core/error.hpp"
@@ -54,13 +58,14 @@ int fuzz_device_count(const std::string& devices, const std::string& device_kind
 
 namespace {
 
-/// The arguments without `--devices X`, `--out X` (either spelling) and `--shard X`.
+/// The arguments without `--devices X`, `--jobs-per-device X`, `--out X` (either spelling)
+/// and `--shard X`.
 std::vector<std::string> without_own_options(const std::vector<std::string>& args) {
   std::vector<std::string> kept;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     bool dropped = false;
-    for (const char* o : {"--devices", "--out", "--shard"}) {
+    for (const char* o : {"--devices", "--jobs-per-device", "--out", "--shard"}) {
       if (a == o) {
         ++i, dropped = true;  // and its value
         break;
@@ -109,43 +114,62 @@ pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, int 
 
 }  // namespace
 
-int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string& out, int n, bool cuda) {
+int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string& out, int n, int jobs, bool cuda) {
   fs::create_directories(out);
   const std::vector<std::string> base = without_own_options(args);
+  const int workers = n * jobs;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t before = fs::exists(fs::path(out) / "results.jsonl")
+                             ? static_cast<int64_t>(read_results((fs::path(out) / "results.jsonl").string()).size())
+                             : 0;
+  std::vector<std::string> names;
   std::vector<pid_t> pids;
-  for (int i = 0; i < n; ++i) {
-    const std::string dir = (fs::path(out) / ("device-" + std::to_string(i))).string();
+  for (int w = 0; w < workers; ++w) {
+    const int dev = w % n;
+    names.push_back("device-" + std::to_string(dev) + (jobs > 1 ? ".job-" + std::to_string(w / n) : ""));
+    const std::string dir = (fs::path(out) / names.back()).string(), shard = std::to_string(w) + "/" + std::to_string(workers);
     std::vector<std::string> argv = {self_exe(), "fuzz"};
     argv.insert(argv.end(), base.begin(), base.end());
-    for (const std::string& a : {std::string("--out"), dir, std::string("--shard"), std::to_string(i) + "/" + std::to_string(n)})
-      argv.push_back(a);
-    std::cout << "device " << i << (cuda ? " (CUDA_VISIBLE_DEVICES=" + std::to_string(i) + ")" : std::string(" (host)"))
-              << ": shard " << i << "/" << n << " into " << dir << ", log " << dir << ".log\n";
-    pids.push_back(spawn(argv, dir + ".log", cuda ? i : -1));
+    for (const std::string& a : {std::string("--out"), dir, std::string("--shard"), shard}) argv.push_back(a);
+    std::cout << names.back() << (cuda ? " (CUDA_VISIBLE_DEVICES=" + std::to_string(dev) + ")" : std::string(" (host)"))
+              << ": shard " << shard << " into " << dir << ", log " << dir << ".log\n";
+    pids.push_back(spawn(argv, dir + ".log", cuda ? dev : -1));
   }
   int worst = 0;
-  for (int i = 0; i < n; ++i) {
+  for (int w = 0; w < workers; ++w) {
     int status = 0;
-    waitpid(pids[static_cast<size_t>(i)], &status, 0);
+    waitpid(pids[static_cast<size_t>(w)], &status, 0);
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     worst = std::max(worst, code);
-    // The worker's last lines (its totals) under its device number.
-    std::ifstream log(fs::path(out) / ("device-" + std::to_string(i) + ".log"));
+    // The worker's last lines (its totals) under its name.
+    const std::string& name = names[static_cast<size_t>(w)];
+    std::ifstream log(fs::path(out) / (name + ".log"));
     std::vector<std::string> lines;
     for (std::string l; std::getline(log, l);) lines.push_back(l);
     for (size_t k = lines.size() > 4 ? lines.size() - 4 : 0; k < lines.size(); ++k)
-      std::cout << "[device " << i << "] " << lines[k] << "\n";
-    if (code != 0) std::cout << "[device " << i << "] exit " << code << "\n";
+      std::cout << "[" << name << "] " << lines[k] << "\n";
+    if (code != 0) std::cout << "[" << name << "] exit " << code << "\n";
   }
   // The joined files are rewritten from the shards each time (a resume adds to the shards).
-  for (const char* name : {"results.jsonl", "failures.jsonl"}) {
+  for (const char* file : {"results.jsonl", "failures.jsonl"}) {
     std::vector<std::string> shards;
-    for (int i = 0; i < n; ++i)
-      if (auto f = fs::path(out) / ("device-" + std::to_string(i)) / name; fs::exists(f)) shards.push_back(f.string());
-    fs::remove(fs::path(out) / name);
-    if (!shards.empty()) merge_results((fs::path(out) / name).string(), shards);
+    for (auto& name : names)
+      if (auto f = fs::path(out) / name / file; fs::exists(f)) shards.push_back(f.string());
+    fs::remove(fs::path(out) / file);
+    if (!shards.empty()) merge_results((fs::path(out) / file).string(), shards);
   }
-  std::cout << "joined " << n << " shards into " << (fs::path(out) / "results.jsonl").string() << " and failures.jsonl\n";
+  std::cout << "joined " << workers << " shards into " << (fs::path(out) / "results.jsonl").string() << " and failures.jsonl\n";
+  // The joined campaign's totals, and this session's rate over all workers.
+  std::map<std::string, int64_t> verdicts;
+  int64_t total = 0;
+  if (fs::exists(fs::path(out) / "results.jsonl"))
+    for (auto& j : read_results((fs::path(out) / "results.jsonl").string())) ++verdicts[j.value("verdict", "error")], ++total;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "joined: " << total << " cases";
+  for (auto& [v, k] : verdicts) std::cout << ", " << k << " " << v;
+  std::printf("; this session %lld new in %.1f s, %.1f cases/s over %d workers\n", static_cast<long long>(total - before),
+              wall, wall > 0 ? static_cast<double>(total - before) / wall : 0.0, workers);
+  std::fflush(stdout);
   return worst;
 }
 

@@ -1,4 +1,4 @@
-// `kverify fuzz --devices`: one campaign worker per device, each a shard of the same
+// `kverify fuzz --devices` (and --jobs-per-device): campaign workers per device, each a shard of the same
 // campaign in its own directory, joined into the campaign directory's results.jsonl.
 #pragma once
 #include <string>
@@ -10,11 +10,13 @@ namespace kv {
 /// (1 on the host), otherwise a positive count. Throws UsageError.
 int fuzz_device_count(const std::string& devices, const std::string& device_kind);
 
-/// Runs `kverify fuzz <args>` n times in parallel, worker i with `--shard i/n --out
-/// out/device-i` (and CUDA_VISIBLE_DEVICES=i when cuda), its output in out/device-i.log;
-/// then joins the shards' results and failures into out/results.jsonl and
-/// out/failures.jsonl. args are the fuzz command's own arguments; --devices and --out are
-/// dropped from them. Returns the largest worker exit code.
-int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string& out, int n, bool cuda);
+/// Runs `kverify fuzz <args>` on n devices with `jobs` workers each, in parallel: worker w
+/// of the n*jobs runs `--shard w/(n*jobs)` on device w % n (CUDA_VISIBLE_DEVICES when cuda)
+/// into out/<name> with its output in out/<name>.log, where <name> is device-<d> for one job
+/// per device and device-<d>.job-<k> otherwise; then joins the shards' results and failures
+/// into out/results.jsonl and out/failures.jsonl. args are the fuzz command's own arguments;
+/// --devices, --jobs-per-device, --out and --shard are dropped from them. Returns the largest
+/// worker exit code.
+int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string& out, int n, int jobs, bool cuda);
 
 }  // namespace kv

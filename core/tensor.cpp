@@ -1,9 +1,12 @@
 // Tensor views, canaried buffers and poisoning.
 #include "core/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+
+#include <tbb/parallel_for.h>
 
 #include "core/error.hpp"
 
@@ -45,7 +48,7 @@ namespace {
 /// tensors then cost no fresh page faults from case to case.
 struct Pool {
   std::mutex mu;
-  std::vector<std::vector<uint8_t>> free;
+  std::vector<ByteBuf> free;
   size_t bytes = 0;
   static constexpr size_t kMaxBytes = size_t(24) << 30;
 };
@@ -54,20 +57,20 @@ Pool& pool() {
   return *p;
 }
 
-std::vector<uint8_t> take(size_t n) {
+ByteBuf take(size_t n) {
   Pool& p = pool();
   std::lock_guard<std::mutex> g(p.mu);
   size_t best = p.free.size();
   for (size_t i = 0; i < p.free.size(); ++i)
     if (p.free[i].capacity() >= n && (best == p.free.size() || p.free[i].capacity() < p.free[best].capacity())) best = i;
   if (best == p.free.size()) return {};
-  std::vector<uint8_t> v = std::move(p.free[best]);
+  ByteBuf v = std::move(p.free[best]);
   p.free.erase(p.free.begin() + static_cast<std::ptrdiff_t>(best));
   p.bytes -= v.capacity();
   return v;
 }
 
-void give(std::vector<uint8_t>&& v) {
+void give(ByteBuf&& v) {
   Pool& p = pool();
   std::lock_guard<std::mutex> g(p.mu);
   if (v.capacity() < (1u << 20) || p.bytes + v.capacity() > Pool::kMaxBytes) return;
@@ -91,7 +94,11 @@ void Buffer::poison(DType d) {
   // Every poison pattern is all ones, whatever the dtype.
   static_assert(kCanary != 0xFF);
   (void)d;
-  std::memset(payload(), 0xFF, payload_bytes());
+  // In parallel slices: a fresh payload's pages are first touched here, by many threads.
+  const size_t n = payload_bytes(), slice = size_t(1) << 22;
+  uint8_t* p = payload();
+  tbb::parallel_for(size_t(0), (n + slice - 1) / slice,
+                    [&](size_t s) { std::memset(p + s * slice, 0xFF, std::min(slice, n - s * slice)); });
 }
 
 std::optional<std::string> Buffer::canary_damage() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/huge_pages.hpp"
 
 namespace kv {
 
@@ -42,13 +43,13 @@ class Buffer {
   const uint8_t* payload() const { return bytes_.data() + kCanaryBytes; }
   size_t payload_bytes() const { return bytes_.size() - 2 * kCanaryBytes; }
   /// Whole allocation, canaries included (for mirroring to a device and back).
-  std::vector<uint8_t>& raw() { return bytes_; }
+  ByteBuf& raw() { return bytes_; }
   void poison(DType d);
   /// A description of the first overwritten canary byte, if any.
   std::optional<std::string> canary_damage() const;
 
  private:
-  std::vector<uint8_t> bytes_;
+  ByteBuf bytes_;  // uninitialized until written: no serial zero fill of large tensors
 };
 
 /// A typed view of a Buffer with strides and offset; indices are logical row-major.

@@ -138,6 +138,8 @@ class Campaign {
   std::set<int64_t> shrunk_;
   Tally tally_;
   std::map<std::string, std::string> reject_example_;  // by the op / by the device: one reason each
+  int64_t sanitized_ = 0, sanitizer_errors_ = 0;       // this session's sanitized cases and their errors
+  std::map<std::string, std::string> sanitizer_skips_;  // tool -> why it did not check
   Clock::time_point start_;
 
   int64_t planned() const {
@@ -195,12 +197,55 @@ class Campaign {
     nlohmann::json j = io_.run(n);
     j["fuzz"] = fuzz_info(e);
     const bool batch_fail = e.index >= 0 && e.index % 8 == 0 && batch_check(n, j);
+    const bool sanitizer_fail = !batch_fail && sanitize(e, n, j);
     results_.append(j);
     ++tally_.run;
     count(j, e.index < 0);
     progress_.update(tally_);
     if (batch_fail) record_batch_failure(e, j);
+    else if (sanitizer_fail) record_sanitizer_failure(e, j);
     else if (failing(j)) shrink(e, j);
+  }
+
+  /// Reruns every sanitize_every-th generated case that ran under the sanitizer tools; true
+  /// when a tool found errors (the case is then a fail with the tools' findings as reason).
+  bool sanitize(const Entry& e, const Case& c, nlohmann::json& j) {
+    const std::string v = j.value("verdict", "");
+    if (!io_.sanitize || o_.sanitize_every <= 0 || e.index < 0 || e.index % o_.sanitize_every != 0 || v == "error" ||
+        v == "skip")
+      return false;
+    int64_t errors = 0;
+    j["sanitizer"] = io_.sanitize(c, errors);
+    ++sanitized_;
+    std::string why;
+    for (auto& [tool, r] : j["sanitizer"].items()) {
+      if (r.contains("skipped")) sanitizer_skips_.emplace(tool, r["skipped"].get<std::string>());
+      else if (r.value("errors", int64_t(0)) > 0)
+        why += (why.empty() ? "" : "; ") + tool + ": " + std::to_string(r["errors"].get<int64_t>()) + " errors (" +
+               r.value("log", "") + ")";
+    }
+    sanitizer_errors_ += errors;
+    if (errors == 0) return false;
+    j["verdict"] = "fail";
+    j["reason"] = "compute-sanitizer " + why + (j.value("reason", "").empty() ? "" : "; " + j.value("reason", ""));
+    return true;
+  }
+
+  /// A sanitizer finding is recorded as it is, with the replay line that reruns the tools.
+  void record_sanitizer_failure(const Entry& e, const nlohmann::json& j) {
+    const std::string c = j.value("case", "");
+    std::string tools;
+    for (auto& [tool, r] : j["sanitizer"].items()) tools += (tools.empty() ? "" : ",") + tool;
+    nlohmann::json f = {{"case", c},
+                        {"verdict", "fail"},
+                        {"reason", j.value("reason", "")},
+                        {"replay", "kverify replay '" + c + "'" + o_.replay_options + " --sanitize " + tools},
+                        {"sanitizer", j["sanitizer"]},
+                        {"shrink", {{"runs", 0}, {"steps", 0}, {"complete", false}}},
+                        {"fuzz", fuzz_info(e)}};
+    record_failure(e, f,
+                   "fail #" + std::to_string(e.index) + " (" + f["reason"].get<std::string>() + ")\n    " +
+                       f["replay"].get<std::string>() + "\n");
   }
 
   /// Adds the batch-invariance check to a passing result; true when it broke the claim
@@ -296,6 +341,11 @@ class Campaign {
     if (timed_out) std::cout << "; stopped by --budget-seconds";
     std::cout << "\n";
     for (auto& [by, why] : reject_example_) std::cout << "  rejected by " << by << ", e.g. " << why << "\n";
+    if (o_.sanitize_every > 0) {
+      std::cout << "sanitizer: " << sanitized_ << " cases rerun under the tools (every " << o_.sanitize_every
+                << "th generated index), " << sanitizer_errors_ << " errors\n";
+      for (auto& [tool, why] : sanitizer_skips_) std::cout << "  " << tool << " SKIPPED: " << why << "\n";
+    }
     std::cout << "results: " << results_path_ << "\nsummary: " << html << "\n";
     if (tally_.failures || !shrunk_.empty()) std::cout << "failures (shrunk): " << failures_path_ << "\n";
     return tally_.failing() > 0 ? 1 : 0;

@@ -31,6 +31,7 @@ struct CampaignOptions {
   int max_shrink_runs = 200;
   double max_shrink_seconds = 300;                 // per failure: a hang costs the watchdog per run
   std::string replay_options;                      // appended to replay lines (--plugin ...)
+  int sanitize_every = 0;                          // > 0: generated indices divisible by it are sanitized
 };
 
 /// How the campaign reaches the device: `run` runs one normalized case and returns its
@@ -42,6 +43,9 @@ struct CampaignIO {
   /// Optional: the batch-invariance check of a case that passed (check/batch.hpp), run for
   /// every 8th generated case; none where it does not apply. Violations make the case fail.
   std::function<std::optional<nlohmann::json>(const Case&, const nlohmann::json&)> batch;
+  /// Reruns a case under the sanitizer tools: per tool {"errors": N, "log": ...} or
+  /// {"skipped": why}; `errors` gets the errors found in all. Errors make the case fail.
+  std::function<nlohmann::json(const Case&, int64_t& errors)> sanitize;
 };
 
 /// Runs (or resumes) a campaign; returns 0 when no case failed or errored, 1 otherwise.

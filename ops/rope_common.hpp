@@ -138,12 +138,13 @@ inline void rope_fill_tables(const Case& c, const RopeGeom& g, TensorSet& ts) {
   const char* ax[3] = {"f", "h", "w"};
   for (int a = 0; a < 3; ++a) {
     auto cv = ts.view(std::string("cos_") + ax[a]), sv = ts.view(std::string("sin_") + ax[a]);
-    for (int64_t pos = 0; pos < g.s; ++pos)
+    par_rows(g.s, true, [&](int64_t pos) {
       for (int64_t l = 0; l < g.sec[a]; ++l) {
         double an = rope_angle(static_cast<double>(pos), l, g.sec[a], base);
         cv.store(pos * g.sec[a] + l, std::cos(an));
         sv.store(pos * g.sec[a] + l, std::sin(an));
       }
+    });
   }
   auto grid = ts.view("grid"), sl = ts.view("seq_len");
   for (int64_t b = 0; b < g.b; ++b) {

@@ -72,7 +72,7 @@ TEST(FuzzCli, HelpListsTheOptions) {
   EXPECT_EQ(o.code, 0);
   for (const char* opt : {"--op", "--impl", "--budget-cases", "--budget-seconds", "--seed", "--out", "--resume", "--shard",
                           "--max-elements", "--curated", "--device", "--device-profile", "--timeout", "--plugin", "--worker",
-                          "--devices", "--gpu-memory-budget"})
+                          "--devices", "--jobs-per-device", "--gpu-memory-budget", "--sanitize", "--sanitize-every"})
     EXPECT_NE(o.text.find(opt), std::string::npos) << opt << "\n" << o.text;
   EXPECT_EQ(sh(KV_BIN, "merge --help").code, 0);
 }
@@ -196,10 +196,19 @@ TEST(FuzzCli, DevicesRunOneShardPerWorkerJoinedToTheWholeCampaign) {
   ASSERT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/one").code, 0);
   Out o = sh(KV_BIN, "fuzz" + opts + d + "/two --devices 2");
   ASSERT_EQ(o.code, 0) << o.text;
-  EXPECT_NE(o.text.find("[device 1]"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("[device-1]"), std::string::npos) << o.text;
   EXPECT_TRUE(std::filesystem::exists(d + "/two/device-1/results.jsonl"));
   EXPECT_EQ(case_verdicts(d + "/two/results.jsonl"), case_verdicts(d + "/one/results.jsonl"));
   EXPECT_EQ(kv::read_results(d + "/two/results.jsonl").size(), kv::read_results(d + "/one/results.jsonl").size());
+  // Three workers on one device (--jobs-per-device) join to the same campaign too.
+  o = sh(KV_BIN, "fuzz" + opts + d + "/jobs --jobs-per-device 3");
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("[device-0.job-2]"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("joined: " + std::to_string(kv::read_results(d + "/one/results.jsonl").size()) + " cases"),
+            std::string::npos)
+      << o.text;
+  EXPECT_EQ(case_verdicts(d + "/jobs/results.jsonl"), case_verdicts(d + "/one/results.jsonl"));
+  EXPECT_EQ(sh(KV_BIN, "fuzz --device host --resume --out " + d + "/jobs --jobs-per-device 2").code, 2);  // other shards
   // Resumed with a larger budget, the workers go on from their shards.
   o = sh(KV_BIN, "fuzz --device host --resume --budget-cases 40 --out " + d + "/two --devices 2");
   ASSERT_EQ(o.code, 0) << o.text;
