@@ -51,10 +51,19 @@ class FlceOp : public PolicyOp<FlceOp> {
     if (g.bias) v.push_back(t("dbias", {g.v}, Role::output));
     return v;
   }
+  /// Besides the shared distributions, `confident`: each row of x is 32 W_t / |W_t|^2 for
+  /// its target t, so its target logit is about 32 and the others of order 32/sqrt(H):
+  /// p_y -> 1, the cancellation cross_entropy's `confident` plants, through the product.
+  std::vector<std::string> dists() const override {
+    auto d = known_dists();
+    d.push_back("confident");
+    return d;
+  }
   void generate(const Case& c, TensorSet& ts) const override {
     const FlceGeom g = geom(c);
     auto x = ts.view("x"), w = ts.view("weight");
-    fill_tensor(x, c.dist, c.seed, 0.0, 1.0);
+    const bool confident = c.dist == "confident";
+    fill_tensor(x, confident ? "normal" : c.dist, c.seed, 0.0, 1.0);
     // Weights scaled as an initialized LM head: logits of order 1.
     fill_tensor(w, "normal", c.seed, 0.0, 1.0 / std::sqrt(static_cast<double>(g.h)));
     if (g.bias) {
@@ -62,10 +71,29 @@ class FlceOp : public PolicyOp<FlceOp> {
       fill_tensor(b, "normal", c.seed, 0.0, 0.1);
     }
     ce_fill_targets(c, ts.view("target"), g.v);
+    if (confident) plant_confident_rows(g, ts);
     if (bwd_) {
       auto d = ts.view("dloss");
       fill_tensor(d, "normal", c.seed, 0.0, 1.0);
     }
+  }
+  /// x_r = 32 W_t / |W_t|^2 where row r's target t is a class and |W_t|^2 is not tiny (a
+  /// tiny one would push x towards overflow; such rows keep their normal x).
+  static void plant_confident_rows(const FlceGeom& g, TensorSet& ts) {
+    auto x = ts.view("x");
+    const auto w = ts.view("weight"), t = ts.view("target");
+    par_rows(g.bt, true, [&](int64_t r) {
+      double tr = 0;
+      t.read(r, 1, &tr);
+      const auto ti = static_cast<int64_t>(tr);
+      if (ti < 0 || ti >= g.v) return;
+      std::vector<double> wt(static_cast<size_t>(g.h));
+      w.read(ti * g.h, g.h, wt.data());
+      double sq = 0;
+      for (double e : wt) sq += e * e;
+      if (!(sq >= 1e-2)) return;
+      for (int64_t k = 0; k < g.h; ++k) x.store(r * g.h + k, 32.0 * wt[static_cast<size_t>(k)] / sq);
+    });
   }
   /// Reference and enclosure through dense products (flce_fast.hpp), not term by term.
   void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,

@@ -11,6 +11,7 @@
 #include "check/judge.hpp"
 #include "check/runner.hpp"
 #include "op_cases.hpp"
+#include "test_util.hpp"
 #include "ops/op_base.hpp"
 
 namespace {
@@ -263,6 +264,44 @@ TEST(OpsReference, RefineEscalatesUntilTheIntervalsAreNarrow) {
       EXPECT_LE(err, std::fabs(v) * 0x1p-52 + 0x1p-1070) << p.c.str() << " [" << i << "]";
       kv::set_mpfr_bits(1024);
       EXPECT_LE(mp(abs(exact[o][i] - v)), err) << p.c.str() << " [" << i << "] v=" << v << " exact=" << mp(exact[o][i]);
+    }
+  }
+}
+
+TEST(OpsReference, ConfidentRowsDriveTheTargetProbabilityToOne) {
+  // cross_entropy's and FLCE's `confident` distribution plants a target logit of about 32,
+  // the others of order 1 (FLCE's of order 32/sqrt(H), so H = 1024 here): every class
+  // row's exact loss is then below 1e-6 (about V e^(1/2) e^-32), while the same case drawn
+  // normal loses more than 1 per row. The host impls pass on them.
+  for (const char* op : {"cross_entropy.fwd", "fused_linear_cross_entropy.fwd"}) {
+    for (const char* dist : {"confident", "normal"}) {
+      kv::Case c;
+      c.op = op;
+      c.impl = "host";
+      c.shape = std::string(op) == "cross_entropy.fwd" ? std::vector<int64_t>{16, 4096} : std::vector<int64_t>{16, 1024, 4096};
+      c.dtypes = {{std::string(op) == "cross_entropy.fwd" ? "logits" : "x", kv::DType::f32}};
+      c.attrs["reduction"] = "none";
+      c.dist = dist;
+      c.seed = 9;
+      Prepared p = prepare(c);
+      kv::RefResult ref = p.op->reference(p.c, p.ts);
+      const auto target = p.ts.view("target");
+      int classes = 0;
+      for (int64_t r = 0; r < 16; ++r) {
+        double t = 0;
+        target.read(r, 1, &t);
+        if (t < 0) continue;  // ignore_index
+        ++classes;
+        const double loss = ref.at("loss").v[static_cast<size_t>(r)];
+        if (std::string(dist) == "confident") {
+          EXPECT_GT(loss, 0) << op << " row " << r;
+          EXPECT_LT(loss, 1e-6) << op << " row " << r;
+        } else {
+          EXPECT_GT(loss, 1.0) << op << " row " << r;
+        }
+      }
+      EXPECT_GE(classes, 8) << op;
+      EXPECT_EQ(kvtest::run_in_process(p.c)["verdict"], "pass") << op << " " << dist;
     }
   }
 }
