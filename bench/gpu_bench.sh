@@ -13,7 +13,7 @@ kb() { "$DIST/kverify-kernelbench" "$@" >> "$md" 2>&1; echo >> "$md"; }
 NW=(--config num_warps=1 --config num_warps=2 --config num_warps=4 --config num_warps=8 --config num_warps=16 --config num_warps=32)
 kb --op rms_norm.fwd --op rms_norm.bwd --dtype bf16 --shape 32760x1536 "${NW[@]}"
 kb --op rms_norm.fwd --dtype bf16 --shape 16384x4096 "${NW[@]}"
-kb --op softmax.fwd --op layer_norm.fwd --op swiglu.fwd --dtype bf16 --shape 32760x1536
+kb --op softmax.fwd --op softmax.bwd --op layer_norm.fwd --op layer_norm.bwd --op swiglu.fwd --dtype bf16 --shape 32760x1536
 kb --op rope.fwd --dtype bf16 --shape 1x32760x12x128 --alias q_out=q,k_out=k --attrs positions=1d
 kb --op rope.fwd --dtype bf16 --shape 1x32760x12x128 --alias q_out=q,k_out=k --attrs positions=3d
 kb --op cross_entropy.fwd --op cross_entropy.bwd --dtype bf16 --shape 4096x128256

@@ -73,7 +73,10 @@ std::vector<WorkspaceReq> dw_workspaces(const std::vector<std::string>& outputs,
 }
 
 std::vector<ConfigKnob> CudaRowImpl::knobs() const {
-  std::vector<ConfigKnob> k = {{"num_warps", {"8", "1", "2", "4", "16", "32"}}};
+  std::vector<std::string> nw = {std::to_string(default_warps_)};  // the default first
+  for (const char* w : {"1", "2", "4", "8", "16", "32"})
+    if (w != nw[0]) nw.push_back(w);
+  std::vector<ConfigKnob> k = {{"num_warps", nw}};
   if (has_dw_) k.push_back(dw_knob());
   return k;
 }
@@ -112,6 +115,14 @@ std::optional<std::string> CudaRowImpl::layout_reason(const Case& c) const {
       return "layout of " + name + ": the kernel addresses its rows with one stride";
   }
   return std::nullopt;
+}
+
+std::optional<std::string> CudaTeamImpl::invalid_reason(const Case& c, const DeviceProfile& p) const {
+  if (auto why = layout_reason(c)) return why;
+  const int64_t threads = threads_per_block(c, p);
+  const KernelRef k = kernel_at(c, static_cast<int>(std::min<int64_t>(threads, 1024)));
+  return check_block_size(k.name, k.fn, threads, k.dynamic_smem, p,
+                          "num_warps=" + c.config_or("num_warps", "?") + " x warp_size " + std::to_string(p.warp_size));
 }
 
 rowcuda::Mat CudaRowImpl::view(const DevSet& d, const Case& c, const std::string& name) const {

@@ -45,7 +45,8 @@ inline DeterminismClaims rowwise_claims() { return {"run_to_run", "gpu_invariant
 
 class CudaRowImpl : public CudaImpl {
  public:
-  CudaRowImpl(std::string op, bool has_dw) : op_(std::move(op)), has_dw_(has_dw) {}
+  CudaRowImpl(std::string op, bool has_dw, int default_warps = 8)
+      : op_(std::move(op)), has_dw_(has_dw), default_warps_(default_warps) {}
   std::string op() const override { return op_; }
   std::string name() const override { return "cuda"; }
   std::vector<ConfigKnob> knobs() const override;
@@ -56,11 +57,10 @@ class CudaRowImpl : public CudaImpl {
   virtual std::vector<std::pair<std::string, RowRole>> roles() const = 0;
   /// The rows tensors' dtype.
   DType row_dtype(const Case& c) const;
+  int num_warps(const Case& c) const { return static_cast<int>(c.config_int("num_warps", default_warps_)); }
   /// Threads per block of a real launch (32-thread warps).
-  static int threads(const Case& c) { return static_cast<int>(32 * c.config_int("num_warps", 8)); }
-  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
-    return c.config_int("num_warps", 8) * p.warp_size;
-  }
+  int threads(const Case& c) const { return 32 * num_warps(c); }
+  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override { return num_warps(c) * p.warp_size; }
   std::optional<std::string> layout_reason(const Case& c) const override;
   /// The device view of tensor `name` (UsageError where it is not addressable).
   rowcuda::Mat view(const DevSet& d, const Case& c, const std::string& name) const;
@@ -68,6 +68,22 @@ class CudaRowImpl : public CudaImpl {
  private:
   std::string op_;
   bool has_dw_;
+  int default_warps_;
+};
+
+/// A row impl whose kernel follows the block size (softmax, layer_norm: larger blocks keep
+/// fewer chunks per lane in registers, under other launch bounds).
+class CudaTeamImpl : public CudaRowImpl {
+ public:
+  using CudaRowImpl::CudaRowImpl;
+  /// As CudaImpl's, with the kernel a block of the profile's threads would run (capped at
+  /// 1024: a 64-wide warp makes num_warps=16 1024 threads).
+  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override;
+
+ protected:
+  /// The kernel a block of `threads` runs.
+  virtual KernelRef kernel_at(const Case& c, int threads) const = 0;
+  std::vector<KernelRef> kernels(const Case& c) const override { return {kernel_at(c, threads(c))}; }
 };
 
 }  // namespace kv

@@ -44,15 +44,6 @@ __global__ void col_sums_kernel(ColSum s0, ColSum s1, int64_t n, int64_t G, int 
 
 }  // namespace
 
-unsigned resident_grid(const void* kernel, int threads, size_t smem, int64_t groups) {
-  int dev = 0, sms = 0, per_sm = 0;
-  KV_CUDA(cudaGetDevice(&dev));
-  KV_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  KV_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-  const int64_t full = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1), g = groups < full ? groups : full;
-  return static_cast<unsigned>(g < 2147483647 ? g : 2147483647);
-}
-
 void launch_col_sums(const ColSum* sums, int count, int64_t n, int64_t G, int strategy, cudaStream_t st) {
   if (n == 0 || count == 0) return;
   const int64_t blocks = (n + kColThreads - 1) / kColThreads;

@@ -1,11 +1,12 @@
 // Device-side pieces of the CUDA row kernels (softmax, layer_norm, rms_norm). A row of n
 // elements is split into chunks of V = 16 / sizeof(X) elements (one 16-byte access);
-// thread t of a block of T (rms_norm: lane t of a team of T) owns chunks t, t+T, t+2T, ...
-// whatever the layout, so the order of every sum is the same for aligned rows (vector
-// accesses) and misaligned or strided ones (element accesses): bits never depend on a
-// row's address. A thread sums its elements serially, then block_sum combines the
-// threads: a shuffle tree in each warp, a tree across warps. kernels/cuda_row_impl.cpp
-// (row_reduction) declares exactly that shape.
+// lane t of a team of T threads owning a row (softmax, layer_norm, rms_norm: a team of
+// warps; cross_entropy: the block) owns chunks t, t+T, t+2T, ... whatever the layout, so
+// the order of every sum is the same for aligned rows (vector accesses) and misaligned or
+// strided ones (element accesses): bits never depend on a row's address. A lane sums its
+// elements serially, then team_reduce combines the lanes: a shuffle tree in each warp, a
+// tree across the team's warps. kernels/cuda_row_impl.cpp (row_reduction) declares
+// exactly that shape.
 #pragma once
 #include <type_traits>
 
@@ -203,23 +204,6 @@ __device__ __forceinline__ float4* dyn_smem() {
   return kv_row_smem;
 }
 
-/// A row cache in shared memory: tensor t's chunk c as V/4 float4 planes of nch entries,
-/// so a warp's accesses to one plane are contiguous (no bank conflicts). Each thread only
-/// reads back the chunks it wrote: no barrier is needed around it.
-template <int V>
-__device__ __forceinline__ void cache_put(float4* s, int nch, int t, int c, const float (&v)[V]) {
-#pragma unroll
-  for (int h = 0; h < V / 4; ++h) s[(t * (V / 4) + h) * nch + c] = make_float4(v[4 * h], v[4 * h + 1], v[4 * h + 2], v[4 * h + 3]);
-}
-template <int V>
-__device__ __forceinline__ void cache_get(const float4* s, int nch, int t, int c, float (&v)[V]) {
-#pragma unroll
-  for (int h = 0; h < V / 4; ++h) {
-    const float4 f = s[(t * (V / 4) + h) * nch + c];
-    v[4 * h] = f.x, v[4 * h + 1] = f.y, v[4 * h + 2] = f.z, v[4 * h + 3] = f.w;
-  }
-}
-
 struct SumOp {
   static constexpr float kIdentity = 0.0f;
   __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
@@ -229,18 +213,28 @@ struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-/// Block-wide reductions of K values: a shuffle tree in each warp, then each warp combines
-/// the warps' totals by the same tree, so every thread returns the same bits (lanes and
-/// warps past the data contribute the identity: a sum adds exact zeros). A block of one
-/// warp stops after its tree, which gives the same values. red: K*32 floats of shared memory.
+/// A block's teams of wpr warps: team `id` of `count` owns a row; `lane` is a thread's lane
+/// in it (0 .. P-1, P = 32*wpr).
+struct Team {
+  int wpr, P, count, id, lane;
+  __device__ __forceinline__ explicit Team(int wpr_)
+      : wpr(wpr_), P(32 * wpr_), count(blockDim.x / (32 * wpr_)), id(threadIdx.x / (32 * wpr_)),
+        lane(threadIdx.x % (32 * wpr_)) {}
+};
+
+/// Reductions of K values over a team of wpr warps starting at warp `first`: a shuffle tree
+/// in each warp, then each warp combines the team's warp totals by the same tree, so every
+/// lane returns the same bits (lanes and warps past the data contribute the identity: a sum
+/// adds exact zeros). A team of one warp stops after its tree. Every warp of the block
+/// calls it (the barriers are the block's). red: K*32 floats of shared memory.
 template <class Op, int K>
-__device__ __forceinline__ void block_reduce(float (&v)[K], float* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+__device__ __forceinline__ void team_reduce(float (&v)[K], int wpr, int first, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int k = 0; k < K; ++k)
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v[k] = Op()(v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
-  if (nw == 1) return;
+  if (wpr == 1) return;
   __syncthreads();  // red may still be read by the previous reduction
   if (lane == 0)
 #pragma unroll
@@ -248,10 +242,26 @@ __device__ __forceinline__ void block_reduce(float (&v)[K], float* red) {
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    v[k] = lane < nw ? red[k * 32 + lane] : Op::kIdentity;
+    v[k] = lane < wpr ? red[k * 32 + first + lane] : Op::kIdentity;
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v[k] = Op()(v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
   }
+}
+template <class Op, int K>
+__device__ __forceinline__ void team_reduce(float (&v)[K], const Team& t, float* red) {
+  team_reduce<Op, K>(v, t.wpr, t.id * t.wpr, red);
+}
+/// One value of a team's reduction.
+template <class Op>
+__device__ __forceinline__ float team_reduce1(float v, const Team& t, float* red) {
+  float a[1] = {v};
+  team_reduce<Op, 1>(a, t, red);
+  return a[0];
+}
+/// The block as one team.
+template <class Op, int K>
+__device__ __forceinline__ void block_reduce(float (&v)[K], float* red) {
+  team_reduce<Op, K>(v, static_cast<int>(blockDim.x >> 5), 0, red);
 }
 template <int K>
 __device__ __forceinline__ void block_sum(float (&v)[K], float* red) {
@@ -272,52 +282,68 @@ __device__ __forceinline__ void for_elems(int cnt, F&& f) {
   }
 }
 
-/// R rows of a block's group starting at g: row k is g+k where it exists (ok), else g
-/// (its loads stay in bounds; nothing of it is stored).
-template <int R>
-struct RowGroup {
-  int64_t row[R];
-  bool ok[R];
-  int64_t n;  // the row length
-  __device__ __forceinline__ RowGroup(int64_t g, int64_t end, int64_t n_) : n(n_) {
+/// f(row, ok) for the rows a block's teams take: groups of t.count rows, one per team,
+/// grid-stride; a team past the last row gets its group's first row with ok = false (it
+/// loads and reduces with the block's barriers, and stores nothing).
+template <class Fn>
+__device__ __forceinline__ void team_rows(int64_t rows, const Team& t, Fn&& f) {
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * t.count; g < rows; g += static_cast<int64_t>(gridDim.x) * t.count) {
+    const bool ok = g + t.id < rows;
+    f(ok ? g + t.id : g, ok);
+  }
+}
+
+/// The chunks lane `lane` of a team of P lanes owns in a row of n (nch chunks): c = lane,
+/// lane+P, lane+2P, ...; the first C of them (kept in registers by the caller, k = 0..C-1)
+/// and those past them (far: read again). F: every chunk whole (n a multiple of V).
+template <int V, int C, bool F>
+struct Lanes {
+  int lane, P, nch;
+  int64_t n;
+  __device__ __forceinline__ Lanes(const Team& t, int64_t n_) : lane(t.lane), P(t.P), nch(chunks<V>(n_)), n(n_) {}
+  __device__ __forceinline__ int count(int c) const { return F ? V : chunk_count<V>(n, c); }
+  /// f(k, c, cnt) for the kept chunks, in order.
+  template <class Fn>
+  __device__ __forceinline__ void kept(Fn&& f) const {
 #pragma unroll
-    for (int k = 0; k < R; ++k) ok[k] = g + k < end, row[k] = ok[k] ? g + k : g;
+    for (int k = 0; k < C; ++k) {
+      const int c = lane + k * P;
+      if (c < nch) f(k, c, count(c));
+    }
+  }
+  /// f(c, cnt) for the chunks past the registers, in order.
+  template <class Fn>
+  __device__ __forceinline__ void far(Fn&& f) const {
+    for (int c = lane + C * P; c < nch; c += P) f(c, count(c));
   }
 };
 
-/// A thread's first chunk (c = threadIdx.x) of the R rows of a group in T tensors, loaded
-/// one group ahead: issued right after the current group's first pass, so loads stay in
-/// flight while the block reduces and writes. The rows of the next group are not those
-/// being written, so outputs sharing an input's storage are safe.
-template <typename X, int R, int T>
-struct Ahead {
-  uint4 raw[T][R];
-  int nch, cnt0;
-  __device__ __forceinline__ Ahead(int nch_, int64_t n) : nch(nch_) {
-    cnt0 = static_cast<int>(threadIdx.x) < nch ? chunk_count<kV<X>>(n, threadIdx.x) : 0;
-  }
-  __device__ __forceinline__ void load(const Mat* m, const RowGroup<R>& rg) {
-    if (cnt0 == 0) return;
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-#pragma unroll
-      for (int k = 0; k < R; ++k) raw[t][k] = load_raw<X>(m[t], rg.row[k], static_cast<int64_t>(threadIdx.x) * kV<X>, cnt0);
-  }
-  /// f(c, cnt, raw) for each chunk the thread owns in this group, in order: the first from
-  /// the loads ahead, the others loaded now.
-  template <class F>
-  __device__ __forceinline__ void each_chunk(const Mat* m, const RowGroup<R>& rg, F&& f) const {
-    if (cnt0 == 0) return;
-    f(static_cast<int>(threadIdx.x), cnt0, raw);
-    for (int c = threadIdx.x + blockDim.x; c < nch; c += blockDim.x) {
-      const int cnt = chunk_count<kV<X>>(rg.n, c);
-      uint4 r[T][R];
-#pragma unroll
-      for (int t = 0; t < T; ++t)
-#pragma unroll
-        for (int k = 0; k < R; ++k) r[t][k] = load_raw<X>(m[t], rg.row[k], static_cast<int64_t>(c) * kV<X>, cnt);
-      f(c, cnt, r);
-    }
+/// Chunk c (cnt elements) of row `row` of m (X values), raw: one 16-byte load where F (the
+/// chunk whole and m aligned for vector accesses), else load_raw.
+template <typename X, bool F>
+__device__ __forceinline__ uint4 row_chunk(const Mat& m, int64_t row, int c, int cnt) {
+  if constexpr (F) return *reinterpret_cast<const uint4*>(static_cast<const X*>(m.base) + row * m.rs + static_cast<int64_t>(c) * kV<X>);
+  else return load_raw<X>(m, row, static_cast<int64_t>(c) * kV<X>, cnt);
+}
+/// Stores chunk c of row `row` of m (X values) rounded to X: as row_chunk loads it.
+template <typename X, bool F>
+__device__ __forceinline__ void put_row_chunk(const Mat& m, int64_t row, int c, int cnt, const float (&v)[kV<X>]) {
+  if constexpr (F) store_vec<X>(static_cast<X*>(m.base) + row * m.rs + static_cast<int64_t>(c) * kV<X>, v);
+  else store_chunk<X>(m, row, static_cast<int64_t>(c) * kV<X>, cnt, v);
+}
+/// Chunk c of a vector over the columns (w, b; runtime dtype) as float: vector accesses
+/// where F (m aligned), else load_any.
+template <int V, bool F>
+__device__ __forceinline__ void col_chunk(const Mat& m, int c, int cnt, float (&v)[V]) {
+  if constexpr (F) load_vec<V>(m, static_cast<int64_t>(c) * V, v);
+  else load_any<V>(m, 0, static_cast<int64_t>(c) * V, cnt, v);
+}
+
+/// A kernel's address as launch validation takes it (f(kernel) of the with_* dispatchers).
+struct KernelAddr {
+  template <class K>
+  const void* operator()(K* k) const {
+    return reinterpret_cast<const void*>(k);
   }
 };
 

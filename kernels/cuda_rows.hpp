@@ -1,5 +1,5 @@
 // Launch-side vocabulary shared by the CUDA row kernels (softmax, layer_norm, rms_norm):
-// strided row views, chunking, the shared-memory budget, and
+// strided row views, chunking, teams of warps per row, and
 // the column-sum stage that turns per-program fp32 partials into dW/dB.
 #pragma once
 #include <cuda_runtime.h>
@@ -23,18 +23,16 @@ struct Mat {
   int64_t rs, cs;
 };
 
-/// Dynamic shared memory a row kernel may take without an opt-in on any CUDA GPU (48 KiB
-/// per block), less room for the kernels' static reduction buffers.
-constexpr int64_t kSmemBudget = 46 * 1024;
-
 /// Elements per chunk for rows of x's dtype: one 16-byte access.
 inline int64_t chunk_elems(DType x) { return 16 / static_cast<int64_t>(dtype_size(x)); }
 
-/// Shared memory for `tensors` fp32 copies of a row of n (whole chunks), or 0 where they
-/// do not fit the budget (the kernel then reads the row again instead).
-inline int64_t row_cache_bytes(int tensors, int64_t n, int64_t chunk) {
-  const int64_t b = tensors * ((n + chunk - 1) / chunk) * chunk * static_cast<int64_t>(sizeof(float));
-  return b <= kSmemBudget ? b : 0;
+/// Warps per row (a team): the fewest (a power of 2, at most num_warps) whose lanes hold a
+/// row of n in `cap` chunks each; num_warps where even those do not (the rest is read again).
+inline int warps_per_row(int64_t n, DType x, int num_warps, int cap) {
+  const int64_t v = chunk_elems(x), nch = (n + v - 1) / v;
+  int w = 1;
+  while (w < num_warps && nch > int64_t(32) * w * cap) w *= 2;
+  return w;
 }
 
 enum DwStrategy : int { per_sm = 0, fixed_partials = 1, atomics = 2 };
@@ -49,10 +47,6 @@ struct ColSum {
   int out_dtype;
   int64_t out_stride;
 };
-
-/// Blocks for a kernel whose blocks loop over `groups` row groups: as many as the GPU holds
-/// at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor), or `groups` where fewer.
-unsigned resident_grid(const void* kernel, int threads, size_t smem, int64_t groups);
 
 /// Finishes `count` (1 or 2) column sums of length n over G partials.
 void launch_col_sums(const ColSum* sums, int count, int64_t n, int64_t G, int strategy, cudaStream_t s);

@@ -10,9 +10,9 @@ namespace kv {
 
 namespace {
 
-class CudaLayerNorm : public CudaRowImpl {
+class CudaLayerNorm : public CudaTeamImpl {
  public:
-  explicit CudaLayerNorm(bool bwd) : CudaRowImpl(bwd ? "layer_norm.bwd" : "layer_norm.fwd", bwd), bwd_(bwd) {}
+  explicit CudaLayerNorm(bool bwd) : CudaTeamImpl(bwd ? "layer_norm.bwd" : "layer_norm.fwd", bwd), bwd_(bwd) {}
   std::string version() const override { return KV_IMPL_VERSION_CUDA_LAYER_NORM; }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
@@ -25,10 +25,12 @@ class CudaLayerNorm : public CudaRowImpl {
     k.fma = true;
     k.ftz = false;
     if (!bwd_) k.math_ulps = {{"rsqrt", 2.0}};
+    // A team of P = 32*wpr lanes per row (cuda_launch.hpp): row_reduction's shape with P;
+    // in the backward each team is a dW/dB program.
     const int64_t n = c.shape.back();
-    k.reductions["row"] = row_reduction(n, threads(c), rowcuda::chunk_elems(row_dtype(c)));
+    k.reductions["row"] = row_reduction(n, 32 * wpr(c), rowcuda::chunk_elems(row_dtype(c)));
     if (bwd_) {
-      k.reductions["rows"] = dw_rows_reduction(numel(c.shape) / n, dw_partials(c, p), dw_strategy(c));
+      k.reductions["rows"] = dw_rows_reduction(numel(c.shape) / n, programs(c, p), dw_strategy(c));
       k.determinism["dx"] = rowwise_claims();
       k.determinism["dw"] = k.determinism["db"] = dw_claims(c);
     } else {
@@ -39,7 +41,7 @@ class CudaLayerNorm : public CudaRowImpl {
 
   std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const override {
     if (!bwd_) return {};
-    return dw_workspaces({"dw", "db"}, dw_partials(c, p), c.shape.back());
+    return dw_workspaces({"dw", "db"}, programs(c, p), c.shape.back());
   }
 
  protected:
@@ -51,14 +53,11 @@ class CudaLayerNorm : public CudaRowImpl {
     return {{"x", RowRole::rows},       {"y", RowRole::rows},       {"w", RowRole::cols}, {"b", RowRole::cols},
             {"mean", RowRole::per_row}, {"rstd", RowRole::per_row}};
   }
-  std::vector<KernelRef> kernels(const Case& c) const override {
+  KernelRef kernel_at(const Case& c, int threads) const override {
     const DType x = row_dtype(c);
-    const int64_t n = c.shape.back();
     const std::string t = "<" + std::string(dtype_name(x)) + ">";
-    if (bwd_)
-      return {{"layer_norm_bwd" + t, lncuda::bwd_kernel(x, threads(c)), static_cast<size_t>(lncuda::bwd_acc_bytes(n, x))}};
-    const lncuda::FwdPlan f = lncuda::fwd_plan(n, x, threads(c));
-    return {{"layer_norm_fwd" + t, lncuda::fwd_kernel(x, f.rows_per_block), static_cast<size_t>(f.cache_bytes)}};
+    if (bwd_) return {"layer_norm_bwd" + t, lncuda::bwd_kernel(x, threads), 0};
+    return {"layer_norm_fwd" + t, lncuda::fwd_kernel(x, threads), 0};
   }
   std::optional<std::string> layout_reason(const Case& c) const override {
     // The kernels divide by N in fp32, where the definition's N is exact.
@@ -70,23 +69,32 @@ class CudaLayerNorm : public CudaRowImpl {
   void launch(DevSet& d, const Case& c, const DeviceProfile& p) const override {
     const DType x = row_dtype(c);
     const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
+    const bool whole = n % rowcuda::chunk_elems(x) == 0;
     auto v = [&](const char* t) { return view(d, c, t); };
     if (!bwd_) {
-      const lncuda::FwdPlan f = lncuda::fwd_plan(n, x, threads(c));
       lncuda::FwdArgs a{v("x"), v("w"), v("b"), v("y"), v("mean"), v("rstd"), rows, n,
-                        static_cast<float>(round_to(DType::f32, c.attr_real("eps"))), threads(c), f.rows_per_block,
-                        f.cache_wb ? 1 : 0, f.cache_bytes};
+                        static_cast<float>(round_to(DType::f32, c.attr_real("eps"))), threads(c), wpr(c), 0};
+      a.fast = whole && a.x.vec && a.y.vec && a.w.vec && a.b.vec;
       lncuda::launch_fwd(x, a, d.stream);
       return;
     }
     auto ws = [&](const char* name) { return static_cast<float*>(d.ws.at(name).first); };
     lncuda::BwdArgs a{v("dy"), v("x"), v("w"), v("mean"), v("rstd"), v("dx"), v("dw"), v("db"), rows, n, threads(c),
-                      dw_strategy(c), dw_partials(c, p), ws("dw_partials"), ws("db_partials"), ws("dw_acc"),
-                      ws("db_acc"), lncuda::bwd_acc_bytes(n, x)};
+                      wpr(c), dw_strategy(c), programs(c, p), ws("dw_partials"), ws("db_partials"), ws("dw_acc"),
+                      ws("db_acc"), 0};
+    a.fast = whole && a.dy.vec && a.x.vec && a.dx.vec && a.w.vec;
     lncuda::launch_bwd(x, a, d.stream);
   }
 
  private:
+  /// Warps per row (a team), as the kernels choose it.
+  int wpr(const Case& c) const {
+    const int64_t n = c.shape.back();
+    return bwd_ ? lncuda::bwd_wpr(n, row_dtype(c), num_warps(c)) : lncuda::fwd_wpr(n, row_dtype(c), num_warps(c));
+  }
+  /// dW/dB programs: the blocks (dw_partials: the SM count or 64) times the teams in each.
+  int64_t programs(const Case& c, const DeviceProfile& p) const { return dw_partials(c, p) * (num_warps(c) / wpr(c)); }
+
   bool bwd_;
 };
 

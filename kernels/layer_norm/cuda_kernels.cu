@@ -1,13 +1,17 @@
 // CUDA LayerNorm, forward and backward, as reference/layer_norm.hpp defines it, in fp32
-// with x's dtype a template parameter (w, b, dw, db and the statistics in any dtype).
-// fwd: one block per row, two passes for the statistics (mean = sum x / N, then
-// var = sum (x - mean)^2 / N, rstd = rsqrtf(var + eps)), then y = ((x - mean)*rstd)*w + b;
-// shared memory keeps the row (x, then x - mean) so x is read from global memory once.
-// bwd: G programs (blocks), each over a contiguous chunk of rows, R rows at a time, the next
-// R rows' first loads in flight meanwhile (the sums' order is the same for any R): per row
-// c1 = sum(xhat*wdy)/N and c2 = sum(wdy)/N by the block's sum shape, dx from them; dW and
-// dB partials in fp32 per program (shared memory where they fit), then the second stage
-// (cuda_rows.cu) sums the G partials in program order, or reads the atomic sums.
+// with x's dtype a template parameter (w, b, dw, db and the statistics in any dtype). A team
+// of wpr warps owns a row (cuda_launch.hpp): each lane takes its chunks serially (16-byte
+// accesses where aligned, element accesses otherwise, the same order either way), then a
+// shuffle tree in each warp and a tree across the team's warps: the reduction shape the
+// contract declares (row_reduction with P = 32*wpr threads). A lane keeps its first chunks
+// in registers between the passes, so rows are read from global memory once.
+// fwd: mean = sum x / N, then var = sum (x - mean)^2 / N, rstd = rsqrtf(var + eps), then
+// y = ((x - mean)*rstd)*w + b.
+// bwd: each team is a dW/dB program over a contiguous chunk of rows, the next row's dy and
+// x loaded while the current one is reduced: per row c1 = sum(xhat*wdy)/N and
+// c2 = sum(wdy)/N, dx from them; the dW and dB partials in fp32 registers (its workspace
+// rows for chunks past the registers); the second stage (cuda_rows.cu) sums the programs'
+// partials in program order, or reads the atomic sums.
 #include "core/cuda/cuda_check.hpp"
 #include "kernels/cuda_rows.cuh"
 #include "kernels/layer_norm/cuda_launch.hpp"
@@ -18,307 +22,203 @@ using namespace kv::rowcuda;
 
 namespace {
 
-template <typename X, int R>
-__global__ void __launch_bounds__(1024 / R, R == 1 ? 1 : 2) fwd_kernel_t(FwdArgs a) {
+/// F: every chunk whole and x, y, w, b aligned (no element paths: fewer registers).
+template <typename X, int C, bool F>
+__global__ void __launch_bounds__(C == 2 ? 1024 : 256, 1) fwd_kernel_t(FwdArgs a) {
   constexpr int V = kV<X>;
-  __shared__ float red[R * 32];
-  float4* cache = dyn_smem();  // the group's rows: cache tensors 0 .. R-1; w: R, b: R+1 (if wb)
-  const bool cached = a.cache_bytes > 0, wb = a.cache_wb != 0;
-  const int nch = chunks<V>(a.n);
+  __shared__ float red[32];
+  const Team t(a.wpr);
+  const Lanes<V, C, F> L(t, a.n);
   const float N = static_cast<float>(a.n);  // exact: the host takes n <= 2^24
-  if (wb)  // w and b once per block (the grid is about as large as the GPU holds)
-    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
-      const int cnt = chunk_count<V>(a.n, c);
-      float w[V], b[V];
-      load_any<V>(a.w, 0, static_cast<int64_t>(c) * V, cnt, w);
-      load_any<V>(a.b, 0, static_cast<int64_t>(c) * V, cnt, b);
-      cache_put<V>(cache, nch, R, c, w);
-      cache_put<V>(cache, nch, R + 1, c, b);
-    }
-  const int64_t step = static_cast<int64_t>(gridDim.x) * R;
-  Ahead<X, R, 1> ahead(nch, a.n);  // the next group's first chunks, loaded during this one
-  int64_t g = static_cast<int64_t>(blockIdx.x) * R;
-  if (g < a.rows) ahead.load(&a.x, RowGroup<R>(g, a.rows, a.n));
-  for (; g < a.rows; g += step) {
-    const RowGroup<R> rg(g, a.rows, a.n);
-    float s[R];
-#pragma unroll
-    for (int k = 0; k < R; ++k) s[k] = 0.0f;
-    auto first = [&](int c, int cnt, const uint4 (&raw)[1][R]) {
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        float v[V];
-        unpack_all<X>(raw[0][k], v);
-        for_elems<V>(cnt, [&](int i) { s[k] += v[i]; });
-        if (cached) cache_put<V>(cache, nch, k, c, v);
-      }
+  team_rows(a.rows, t, [&](int64_t row, bool ok) {
+    uint4 raw[C];
+    L.kept([&](int k, int c, int cnt) { raw[k] = row_chunk<X, F>(a.x, row, c, cnt); });
+    float s = 0.0f;
+    auto add = [&](const uint4& r, int cnt) {
+      float v[V];
+      unpack_all<X>(r, v);
+      for_elems<V>(cnt, [&](int i) { s += v[i]; });
     };
-    ahead.each_chunk(&a.x, rg, first);
-    if (g + step < a.rows) ahead.load(&a.x, RowGroup<R>(g + step, a.rows, a.n));
-    block_sum<R>(s, red);
-    float mean[R], q[R];
-#pragma unroll
-    for (int k = 0; k < R; ++k) mean[k] = __fdiv_rn(s[k], N), q[k] = 0.0f;
-    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
-      const int cnt = chunk_count<V>(a.n, c);
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        float v[V];
-        if (cached) cache_get<V>(cache, nch, k, c, v);
-        else load_chunk<X>(a.x, rg.row[k], static_cast<int64_t>(c) * V, cnt, v);
-        for_elems<V>(cnt, [&](int i) {
-          v[i] = v[i] - mean[k];
-          q[k] += v[i] * v[i];
-        });
-        if (cached) cache_put<V>(cache, nch, k, c, v);
-      }
+    L.kept([&](int k, int, int cnt) { add(raw[k], cnt); });
+    L.far([&](int c, int cnt) { add(row_chunk<X, F>(a.x, row, c, cnt), cnt); });
+    const float mean = __fdiv_rn(team_reduce1<SumOp>(s, t, red), N);
+    float q = 0.0f;
+    auto add_sq = [&](const uint4& r, int cnt) {
+      float v[V];
+      unpack_all<X>(r, v);
+      for_elems<V>(cnt, [&](int i) {
+        const float d = v[i] - mean;
+        q += d * d;
+      });
+    };
+    L.kept([&](int k, int, int cnt) { add_sq(raw[k], cnt); });
+    L.far([&](int c, int cnt) { add_sq(row_chunk<X, F>(a.x, row, c, cnt), cnt); });
+    const float rstd = rsqrtf(__fdiv_rn(team_reduce1<SumOp>(q, t, red), N) + a.eps);
+    if (!ok) return;
+    if (t.lane == 0) {
+      st_any(a.mean.base, a.mean.dtype, row * a.mean.rs, mean);
+      st_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs, rstd);
     }
-    block_sum<R>(q, red);
-    float rstd[R];
+    auto out = [&](const uint4& r, int c, int cnt) {
+      float w[V], b[V], d[V];
+      col_chunk<V, F>(a.w, c, cnt, w);
+      col_chunk<V, F>(a.b, c, cnt, b);
+      unpack_all<X>(r, d);
 #pragma unroll
-    for (int k = 0; k < R; ++k) rstd[k] = rsqrtf(__fdiv_rn(q[k], N) + a.eps);
-    if (threadIdx.x == 0)
-#pragma unroll
-      for (int k = 0; k < R; ++k)
-        if (rg.ok[k]) {
-          st_any(a.mean.base, a.mean.dtype, rg.row[k] * a.mean.rs, mean[k]);
-          st_any(a.rstd.base, a.rstd.dtype, rg.row[k] * a.rstd.rs, rstd[k]);
-        }
-    for (int c = threadIdx.x; c < nch; c += blockDim.x) {
-      const int cnt = chunk_count<V>(a.n, c);
-      float w[V], b[V];
-      if (wb) {
-        cache_get<V>(cache, nch, R, c, w);
-        cache_get<V>(cache, nch, R + 1, c, b);
-      } else {
-        load_any<V>(a.w, 0, static_cast<int64_t>(c) * V, cnt, w);
-        load_any<V>(a.b, 0, static_cast<int64_t>(c) * V, cnt, b);
-      }
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        if (!rg.ok[k]) continue;
-        float d[V];
-        if (cached) {
-          cache_get<V>(cache, nch, k, c, d);
-        } else {
-          load_chunk<X>(a.x, rg.row[k], static_cast<int64_t>(c) * V, cnt, d);  // y may share x's storage: read before written
-#pragma unroll
-          for (int i = 0; i < V; ++i) d[i] = d[i] - mean[k];
-        }
-#pragma unroll
-        for (int i = 0; i < V; ++i) d[i] = (d[i] * rstd[k]) * w[i] + b[i];
-        store_chunk<X>(a.y, rg.row[k], static_cast<int64_t>(c) * V, cnt, d);
-      }
-    }
-  }
+      for (int i = 0; i < V; ++i) d[i] = ((d[i] - mean) * rstd) * w[i] + b[i];
+      put_row_chunk<X, F>(a.y, row, c, cnt, d);
+    };
+    L.kept([&](int k, int c, int cnt) { out(raw[k], c, cnt); });
+    // y may share x's storage: each lane reads its chunk before writing it.
+    L.far([&](int c, int cnt) { out(row_chunk<X, F>(a.x, row, c, cnt), c, cnt); });
+  });
 }
 
-/// Program blockIdx.x's dW/dB partials, plane h (elements 4h .. 4h+3) of chunk c at a
-/// time: shared memory (tensor 0: dW, 1: dB, as cache_put lays rows out) or its rows of
-/// the workspaces.
-template <int V>
-struct Partials {
-  float4* smem;
-  int nch;
-  float *pw, *pb;
-  __device__ __forceinline__ void get(int c, int h, int cnt, float (&dw)[4], float (&db)[4]) const {
-    if (smem) {
-      const float4 w = smem[h * nch + c], b = smem[(V / 4 + h) * nch + c];
-      dw[0] = w.x, dw[1] = w.y, dw[2] = w.z, dw[3] = w.w;
-      db[0] = b.x, db[1] = b.y, db[2] = b.z, db[3] = b.w;
-      return;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 4 * h + e;
-      dw[e] = i < cnt ? pw[static_cast<int64_t>(c) * V + i] : 0.0f;
-      db[e] = i < cnt ? pb[static_cast<int64_t>(c) * V + i] : 0.0f;
-    }
-  }
-  __device__ __forceinline__ void put(int c, int h, int cnt, const float (&dw)[4], const float (&db)[4]) const {
-    if (smem) {
-      smem[h * nch + c] = make_float4(dw[0], dw[1], dw[2], dw[3]);
-      smem[(V / 4 + h) * nch + c] = make_float4(db[0], db[1], db[2], db[3]);
-      return;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (4 * h + e < cnt) {
-        const int64_t j = static_cast<int64_t>(c) * V + 4 * h + e;
-        pw[j] = dw[e], pb[j] = db[e];
-      }
-  }
-};
-
-template <typename X, int R>
-__global__ void __launch_bounds__(1024 / R, 1) bwd_kernel_t(BwdArgs a) {
-  constexpr int V = kV<X>;
-  __shared__ float red[2 * R * 32];
-  const int nch = chunks<V>(a.n);
+/// F: every chunk whole and dy, x, dx, w aligned.
+template <typename X, int C, bool F>
+__global__ void __launch_bounds__(C == 4 ? 256 : C == 2 ? 512 : 1024, 1) bwd_kernel_t(BwdArgs a) {
+  constexpr int V = kV<X>, CR = C > 0 ? C : 1;  // CR: array extents
+  __shared__ float red[2 * 32];
+  const Team t(a.wpr);
+  const Lanes<V, C, F> L(t, a.n);
   const float N = static_cast<float>(a.n);  // exact: the host takes n <= 2^24
-  const int64_t per = (a.rows + a.partials - 1) / a.partials;
-  const int64_t r0 = blockIdx.x * per, r1 = a.rows < r0 + per ? a.rows : r0 + per;
-  const Partials<V> part{a.acc_bytes > 0 ? dyn_smem() : nullptr, nch, a.dw_partials + blockIdx.x * a.n,
-                         a.db_partials + blockIdx.x * a.n};
-  for (int c = threadIdx.x; c < nch; c += blockDim.x) {
-    const float z[4] = {};
+  const int64_t prog = static_cast<int64_t>(blockIdx.x) * t.count + t.id;
+  const int64_t per = (a.rows + a.programs - 1) / a.programs;
+  const int64_t r0 = prog * per, r1 = min(a.rows, r0 + per);
+  float* pw = a.dw_partials + prog * a.n;  // chunks past the registers accumulate here
+  float* pb = a.db_partials + prog * a.n;
+  L.far([&](int c, int cnt) {
+    for (int e = 0; e < cnt; ++e) pw[static_cast<int64_t>(c) * V + e] = pb[static_cast<int64_t>(c) * V + e] = 0.0f;
+  });
+  float dw[CR][V], db[CR][V];
 #pragma unroll
-    for (int h = 0; h < V / 4; ++h) part.put(c, h, chunk_count<V>(a.n, c), z, z);
-  }
-  // The next group's first chunks of dy and x and its statistics are loaded while this
-  // group is reduced and dx written: with one block per SM, loads must stay in flight.
-  const Mat in[2] = {a.dy, a.x};
-  Ahead<X, R, 2> ahead(nch, a.n);
-  float nM[R], nRS[R];
-  auto stats = [&](const RowGroup<R>& rg) {
+  for (int k = 0; k < CR; ++k)
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      nM[r] = ld_any(a.mean.base, a.mean.dtype, rg.row[r] * a.mean.rs);
-      nRS[r] = ld_any(a.rstd.base, a.rstd.dtype, rg.row[r] * a.rstd.rs);
-    }
+    for (int e = 0; e < V; ++e) dw[k][e] = db[k][e] = 0.0f;
+  // The next row's kept chunks of dy and x and its statistics, loaded a row ahead (kAhead;
+  // 1024-thread blocks keep nothing: they read everything again, the partials in the workspace).
+  constexpr bool kAhead = C > 1;
+  uint4 ndy[CR], nx[CR];
+  float nM = 0.0f, nRS = 0.0f;
+  auto fetch = [&](int64_t row) {
+    L.kept([&](int k, int c, int cnt) {
+      ndy[k] = row_chunk<X, F>(a.dy, row, c, cnt);
+      nx[k] = row_chunk<X, F>(a.x, row, c, cnt);
+    });
+    nM = ld_any(a.mean.base, a.mean.dtype, row * a.mean.rs);
+    nRS = ld_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs);
   };
-  if (r0 < r1) {
-    const RowGroup<R> rg0(r0, r1, a.n);
-    ahead.load(in, rg0);
-    stats(rg0);
-  }
-  for (int64_t g = r0; g < r1; g += R) {
-    const RowGroup<R> rg(g, r1, a.n);  // rows past r1 stand in as row g: loaded, unused
-    const int64_t* rr = rg.row;
-    const bool* ok = rg.ok;
-    float M[R], RS[R];
+  if (kAhead && r0 < r1) fetch(r0);
+  // Every team of the block runs `per` iterations (the barriers of team_reduce are the block's).
+  for (int64_t i = 0; i < per; ++i) {
+    const int64_t row = r0 + i;
+    const bool ok = row < r1;
+    if (!kAhead && ok) fetch(row);
+    uint4 rdy[CR], rx[CR];
 #pragma unroll
-    for (int r = 0; r < R; ++r) M[r] = nM[r], RS[r] = nRS[r];
-    float s[2 * R];  // per row: sum xhat*wdy, sum wdy
-#pragma unroll
-    for (int k = 0; k < 2 * R; ++k) s[k] = 0.0f;
-    auto first = [&](int c, int cnt, const uint4 (&raw)[2][R]) {
-      float w[V];
-      load_any<V>(a.w, 0, static_cast<int64_t>(c) * V, cnt, w);
-#pragma unroll
-      for (int h = 0; h < V / 4; ++h) {  // a plane of partials at a time (registers)
-        float dw[4], db[4];
-        part.get(c, h, cnt, dw, db);
-#pragma unroll
-        for (int r = 0; r < R; ++r)  // rows in order: each column's dW/dB run is serial over rows
-          if (ok[r])
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int i = 4 * h + e;  // ascending within each row: its sums' serial order
-              if (i < cnt) {
-                const float dy = unpack<X>(raw[0][r], i), x = unpack<X>(raw[1][r], i);
-                const float xhat = (x - M[r]) * RS[r], wdy = w[i] * dy;
-                s[2 * r] += xhat * wdy;
-                s[2 * r + 1] += wdy;
-                dw[e] += dy * xhat;
-                db[e] += dy;
-              }
-            }
-        part.put(c, h, cnt, dw, db);
-      }
+    for (int k = 0; k < C; ++k) rdy[k] = ndy[k], rx[k] = nx[k];
+    const float M = nM, RS = nRS;
+    if (kAhead && row + 1 < r1) fetch(row + 1);
+    float s[2] = {0.0f, 0.0f};  // sum xhat*wdy, sum wdy
+    auto sums = [&](const uint4& rd, const uint4& r, int c, int cnt) {
+      float w[V], dy[V], x[V];
+      col_chunk<V, F>(a.w, c, cnt, w);
+      unpack_all<X>(rd, dy);
+      unpack_all<X>(r, x);
+      for_elems<V>(cnt, [&](int e) {  // ascending: the sums' serial order
+        const float xhat = (x[e] - M) * RS, wdy = w[e] * dy[e];
+        s[0] += xhat * wdy;
+        s[1] += wdy;
+      });
     };
-    ahead.each_chunk(in, rg, first);
-    // The first chunk stays in registers for dx, except in 1024-thread blocks (64 registers).
-    constexpr bool keep = R > 1;
-    uint4 cur[2][R];
-    if constexpr (keep)
-#pragma unroll
-      for (int t = 0; t < 2; ++t)
-#pragma unroll
-        for (int r = 0; r < R; ++r) cur[t][r] = ahead.raw[t][r];
-    if (g + R < r1) {
-      const RowGroup<R> nx(g + R, r1, a.n);
-      ahead.load(in, nx);
-      stats(nx);
+    if (ok) {
+      L.kept([&](int k, int c, int cnt) { sums(rdy[k], rx[k], c, cnt); });
+      L.far([&](int c, int cnt) { sums(row_chunk<X, F>(a.dy, row, c, cnt), row_chunk<X, F>(a.x, row, c, cnt), c, cnt); });
     }
-    block_sum<2 * R>(s, red);
-    float c1[R], c2[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) c1[r] = __fdiv_rn(s[2 * r], N), c2[r] = __fdiv_rn(s[2 * r + 1], N);
-    auto dx_chunk = [&](int c, int cnt, const uint4 (&raw)[2][R]) {
-      float w[V];
-      load_any<V>(a.w, 0, static_cast<int64_t>(c) * V, cnt, w);
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (ok[r]) {
-          float dx[V];
-#pragma unroll
-          for (int i = 0; i < V; ++i) {
-            const float dy = unpack<X>(raw[0][r], i), x = unpack<X>(raw[1][r], i);
-            const float xhat = (x - M[r]) * RS[r], wdy = w[i] * dy;
-            dx[i] = (wdy - (xhat * c1[r] + c2[r])) * RS[r];
-          }
-          store_chunk<X>(a.dx, rr[r], static_cast<int64_t>(c) * V, cnt, dx);
-        }
+    team_reduce<SumOp, 2>(s, t, red);
+    if (!ok) continue;
+    const float c1 = __fdiv_rn(s[0], N), c2 = __fdiv_rn(s[1], N);
+    // dx of a chunk (stored) and its dW/dB terms passed to add(e, dy*xhat, dy) (each
+    // column's run over the program's rows is serial, in row order).
+    auto grads = [&](const uint4& rd, const uint4& r, int c, int cnt, auto&& add) {
+      float w[V], dy[V], x[V];
+      col_chunk<V, F>(a.w, c, cnt, w);
+      unpack_all<X>(rd, dy);
+      unpack_all<X>(r, x);
+      for_elems<V>(cnt, [&](int e) {
+        const float xhat = (x[e] - M) * RS, wdy = w[e] * dy[e];
+        add(e, dy[e] * xhat, dy[e]);
+        x[e] = (wdy - (xhat * c1 + c2)) * RS;
+      });
+      put_row_chunk<X, F>(a.dx, row, c, cnt, x);
     };
-    if (keep && ahead.cnt0 > 0) dx_chunk(threadIdx.x, ahead.cnt0, cur);
-    for (int c = threadIdx.x + (keep ? blockDim.x : 0); c < nch; c += blockDim.x) {
-      const int cnt = chunk_count<V>(a.n, c);
-      uint4 raw[2][R];  // read again (L1/L2): dx may share dy's or x's storage
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        raw[0][r] = load_raw<X>(a.dy, rr[r], static_cast<int64_t>(c) * V, cnt);
-        raw[1][r] = load_raw<X>(a.x, rr[r], static_cast<int64_t>(c) * V, cnt);
-      }
-      dx_chunk(c, cnt, raw);
-    }
+    L.kept([&](int k, int c, int cnt) {
+      grads(rdy[k], rx[k], c, cnt, [&](int e, float gw, float gb) { dw[k][e] += gw, db[k][e] += gb; });
+    });
+    // dx may share dy's or x's storage: each lane reads its chunk of both before writing it.
+    L.far([&](int c, int cnt) {
+      const int64_t j0 = static_cast<int64_t>(c) * V;
+      grads(row_chunk<X, F>(a.dy, row, c, cnt), row_chunk<X, F>(a.x, row, c, cnt), c, cnt,
+            [&](int e, float gw, float gb) { pw[j0 + e] += gw, pb[j0 + e] += gb; });
+    });
   }
-  // Publish the partials: to the workspace row (from shared memory) or atomically.
-  if (a.acc_bytes == 0 && a.strategy != atomics) return;
-  for (int c = threadIdx.x; c < nch; c += blockDim.x) {
-    const int cnt = chunk_count<V>(a.n, c);
+  // Publish the program's partials: its workspace rows, or atomically.
+  L.kept([&](int k, int c, int cnt) {
 #pragma unroll
-    for (int h = 0; h < V / 4; ++h) {
-      float dw[4], db[4];
-      part.get(c, h, cnt, dw, db);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t j = static_cast<int64_t>(c) * V + 4 * h + e;
-        if (4 * h + e >= cnt) continue;
-        if (a.strategy == atomics) {
-          atomicAdd(a.dw_acc + j, dw[e]);
-          atomicAdd(a.db_acc + j, db[e]);
-        } else {
-          part.pw[j] = dw[e];
-          part.pb[j] = db[e];
-        }
+    for (int e = 0; e < V; ++e) {
+      if (e >= cnt) continue;
+      const int64_t j = static_cast<int64_t>(c) * V + e;
+      if (a.strategy == atomics) {
+        atomicAdd(a.dw_acc + j, dw[k][e]);
+        atomicAdd(a.db_acc + j, db[k][e]);
+      } else {
+        pw[j] = dw[k][e], pb[j] = db[k][e];
       }
     }
+  });
+  if (a.strategy == atomics)
+    L.far([&](int c, int cnt) {
+      for (int e = 0; e < cnt; ++e) {
+        const int64_t j = static_cast<int64_t>(c) * V + e;
+        atomicAdd(a.dw_acc + j, pw[j]);
+        atomicAdd(a.db_acc + j, pb[j]);
+      }
+    });
+}
+
+/// The forward kernel for a block size (2 chunks per lane kept with more than 256 threads,
+/// else 8 for 2-byte x, 4 for fp32); f(kernel) launches or names it.
+template <typename X, bool Fast, class Fn>
+auto with_fwd(int threads, Fn&& f) {
+  if (threads > 256) return f(&fwd_kernel_t<X, 2, Fast>);
+  return f(&fwd_kernel_t<X, kV<X> == 8 ? 8 : 4, Fast>);
+}
+template <typename X, bool Fast, class Fn>
+auto with_bwd(int threads, Fn&& f) {
+  switch (bwd_chunks(threads)) {
+    case 4: return f(&bwd_kernel_t<X, 4, Fast>);
+    case 2: return f(&bwd_kernel_t<X, 2, Fast>);
+    default: return f(&bwd_kernel_t<X, 0, Fast>);
   }
 }
-
-/// Rows per group of a program (one block per SM at most; a group ahead is in flight too):
-/// 4, 2, 1 for blocks of up to 256, 512, 1024 threads (the registers each leaves).
-constexpr int rows_in_flight(int threads) { return threads <= 256 ? 4 : threads <= 512 ? 2 : 1; }
-
-template <typename X>
-const void* bwd_kernel_for(int threads) {
-  switch (rows_in_flight(threads)) {
-    case 4: return reinterpret_cast<const void*>(&bwd_kernel_t<X, 4>);
-    case 2: return reinterpret_cast<const void*>(&bwd_kernel_t<X, 2>);
-    default: return reinterpret_cast<const void*>(&bwd_kernel_t<X, 1>);
-  }
+template <typename X, class Fn>
+auto with_fwd(int threads, bool fast, Fn&& f) {
+  return fast ? with_fwd<X, true>(threads, f) : with_fwd<X, false>(threads, f);
 }
-
-template <typename X>
-const void* fwd_kernel_for(int rows_per_block) {
-  return rows_per_block == 2 ? reinterpret_cast<const void*>(&fwd_kernel_t<X, 2>)
-                             : reinterpret_cast<const void*>(&fwd_kernel_t<X, 1>);
-}
-
-template <typename X, int R>
-void fwd_r(const FwdArgs& a, cudaStream_t s) {
-  const size_t smem = static_cast<size_t>(a.cache_bytes);
-  const unsigned grid = resident_grid(reinterpret_cast<const void*>(&fwd_kernel_t<X, R>), a.threads, smem, (a.rows + R - 1) / R);
-  fwd_kernel_t<X, R><<<grid, a.threads, smem, s>>>(a);
-  KV_CUDA_LAUNCHED();
+template <typename X, class Fn>
+auto with_bwd(int threads, bool fast, Fn&& f) {
+  return fast ? with_bwd<X, true>(threads, f) : with_bwd<X, false>(threads, f);
 }
 
 template <typename X>
 void fwd_t(const FwdArgs& a, cudaStream_t s) {
   if (a.rows == 0) return;
-  if (a.rows_per_block == 2) fwd_r<X, 2>(a, s);
-  else fwd_r<X, 1>(a, s);
+  const int64_t teams = a.threads / (32 * a.wpr);
+  with_fwd<X>(a.threads, a.fast != 0, [&](auto* k) {
+    k<<<grid_rows((a.rows + teams - 1) / teams), a.threads, 0, s>>>(a);
+    KV_CUDA_LAUNCHED();
+    return 0;
+  });
 }
 
 template <typename X>
@@ -327,17 +227,21 @@ void bwd_t(const BwdArgs& a, cudaStream_t s) {
     KV_CUDA(cudaMemsetAsync(a.dw_acc, 0, sizeof(float) * a.n, s));
     KV_CUDA(cudaMemsetAsync(a.db_acc, 0, sizeof(float) * a.n, s));
   }
-  const auto grid = static_cast<unsigned>(a.partials);
-  const auto smem = static_cast<size_t>(a.acc_bytes);
-  switch (rows_in_flight(a.threads)) {
-    case 4: bwd_kernel_t<X, 4><<<grid, a.threads, smem, s>>>(a); break;
-    case 2: bwd_kernel_t<X, 2><<<grid, a.threads, smem, s>>>(a); break;
-    default: bwd_kernel_t<X, 1><<<grid, a.threads, smem, s>>>(a);
-  }
-  KV_CUDA_LAUNCHED();
+  const auto blocks = static_cast<unsigned>(a.programs / (a.threads / (32 * a.wpr)));
+  with_bwd<X>(a.threads, a.fast != 0, [&](auto* k) {
+    k<<<blocks, a.threads, 0, s>>>(a);
+    KV_CUDA_LAUNCHED();
+    return 0;
+  });
+  // Second stage (cuda_rows.cu): the partials of each column summed serially in program order.
   const ColSum sums[2] = {{a.dw_partials, a.dw_acc, a.dw.base, a.dw.dtype, a.dw.cs},
                           {a.db_partials, a.db_acc, a.db.base, a.db.dtype, a.db.cs}};
-  launch_col_sums(sums, 2, a.n, a.partials, a.strategy, s);
+  launch_col_sums(sums, 2, a.n, a.programs, a.strategy, s);
+}
+
+template <typename X>
+const void* kernel_t(bool bwd, int threads) {
+  return bwd ? with_bwd<X>(threads, false, KernelAddr{}) : with_fwd<X>(threads, false, KernelAddr{});
 }
 
 }  // namespace
@@ -354,16 +258,16 @@ void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s) {
   else bwd_t<__nv_bfloat16>(a, s);
 }
 
-const void* fwd_kernel(DType x, int rows_per_block) {
-  if (x == DType::f32) return fwd_kernel_for<float>(rows_per_block);
-  if (x == DType::f16) return fwd_kernel_for<__half>(rows_per_block);
-  return fwd_kernel_for<__nv_bfloat16>(rows_per_block);
+const void* fwd_kernel(DType x, int threads) {
+  if (x == DType::f32) return kernel_t<float>(false, threads);
+  if (x == DType::f16) return kernel_t<__half>(false, threads);
+  return kernel_t<__nv_bfloat16>(false, threads);
 }
 
 const void* bwd_kernel(DType x, int threads) {
-  if (x == DType::f32) return bwd_kernel_for<float>(threads);
-  if (x == DType::f16) return bwd_kernel_for<__half>(threads);
-  return bwd_kernel_for<__nv_bfloat16>(threads);
+  if (x == DType::f32) return kernel_t<float>(true, threads);
+  if (x == DType::f16) return kernel_t<__half>(true, threads);
+  return kernel_t<__nv_bfloat16>(true, threads);
 }
 
 }  // namespace kv::lncuda

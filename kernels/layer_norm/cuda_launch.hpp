@@ -1,4 +1,9 @@
-// Host-side launch interface of the CUDA LayerNorm kernels (cuda_kernels.cu).
+// Host-side launch interface of the CUDA LayerNorm kernels (cuda_kernels.cu). A row is
+// owned by a team of `wpr` warps (P = 32*wpr lanes); lane l of the team owns the row's
+// chunks l, l+P, l+2P, ... (kernels/cuda_rows.cuh: 16 bytes of x per chunk) and keeps its
+// first few in registers between the passes. A block of num_warps warps holds
+// num_warps/wpr teams. The team's sums: each lane's terms serially, then a shuffle tree in
+// each warp and a tree across the team's warps (row_reduction's shape with P threads).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -11,57 +16,50 @@ namespace kv::lncuda {
 
 using rowcuda::Mat;
 
-/// x, y in x's dtype; w, b any dtype; mean, rstd in the stat dtype. A block takes
-/// `rows_per_block` rows at a time (their loads in flight together, one reduction for all;
-/// the bits do not depend on it). `cache_bytes`: shared memory holding those rows and w, b
-/// as fp32 (0: the kernel reads them again).
+/// x, y in x's dtype; w, b any dtype; mean, rstd in the stat dtype.
 struct FwdArgs {
   Mat x, w, b, y, mean, rstd;
   int64_t rows, n;
   float eps;  // rounded to fp32 (the definition's mandated rounding)
   int threads;
-  int rows_per_block;
-  int cache_wb;  // w and b in the cache too
-  int64_t cache_bytes;
+  int wpr;   // warps per row
+  int fast;  // every chunk whole, x, y, w and b aligned for vector accesses
 };
 
-/// dy, x, dx in x's dtype; w, dw, db any dtype; mean, rstd in the stat dtype. G programs
-/// sum contiguous chunks of rows into fp32 partials of dW and dB: in shared memory where
-/// `acc_bytes` > 0, else in their rows of the workspaces.
+/// dy, x, dx in x's dtype; w, dw, db any dtype; mean, rstd in the stat dtype. Each team is a
+/// dW/dB program: it sums a contiguous chunk of ceil(rows/programs) rows in fp32
+/// (registers; its workspace rows for chunks past the registers), then writes its partial
+/// rows (or adds them atomically); the second stage sums the partials in program order.
 struct BwdArgs {
   Mat dy, x, w, mean, rstd, dx, dw, db;
   int64_t rows, n;
   int threads;
-  int strategy;       // rowcuda::DwStrategy
-  int64_t partials;   // G
-  float *dw_partials, *db_partials;  // [G][n]
+  int wpr;
+  int strategy;      // rowcuda::DwStrategy
+  int64_t programs;  // blocks * teams per block
+  float *dw_partials, *db_partials;  // [programs][n]
   float *dw_acc, *db_acc;            // [n] (atomics)
-  int64_t acc_bytes;
+  int fast;  // every chunk whole, dy, x, dx and w aligned for vector accesses
 };
 
-/// How the forward runs: rows per block and what the cache holds (the block's rows, x then
-/// x - mean; w and b). Two rows where blocks of up to 512 threads leave the registers for
-/// them and the cache holds both with w and b (4 measured slower on an H100: fewer blocks
-/// fit); else one row with w and b, else the row alone, else nothing.
-struct FwdPlan {
-  int rows_per_block;
-  bool cache_wb;
-  int64_t cache_bytes;
-};
-inline FwdPlan fwd_plan(int64_t n, DType x, int threads) {
-  const int64_t v = rowcuda::chunk_elems(x);
-  if (threads <= 512)
-    if (const int64_t b = rowcuda::row_cache_bytes(4, n, v)) return {2, true, b};
-  if (const int64_t b = rowcuda::row_cache_bytes(3, n, v)) return {1, true, b};
-  return {1, false, rowcuda::row_cache_bytes(1, n, v)};
+/// Chunks per lane kept in registers. fwd: x's, 8 for 2-byte x and 4 for fp32 in blocks of
+/// up to 256 threads, 2 in larger ones. bwd: dy's and x's, the next row's (loaded while the
+/// current one is reduced) and the dW/dB partials: 4, 2 in blocks of up to 256, 512 threads;
+/// none in 1024-thread blocks (everything read again, the partials in the workspace).
+inline int fwd_chunks(DType x, int threads) { return threads > 256 ? 2 : dtype_size(x) == 2 ? 8 : 4; }
+inline int bwd_chunks(int threads) { return threads <= 256 ? 4 : threads <= 512 ? 2 : 0; }
+inline int fwd_wpr(int64_t n, DType x, int num_warps) {
+  return rowcuda::warps_per_row(n, x, num_warps, fwd_chunks(x, 32 * num_warps));
 }
-/// The backward's dW and dB partials in shared memory (0: in the workspaces).
-inline int64_t bwd_acc_bytes(int64_t n, DType x) { return rowcuda::row_cache_bytes(2, n, rowcuda::chunk_elems(x)); }
+inline int bwd_wpr(int64_t n, DType x, int num_warps) {
+  return rowcuda::warps_per_row(n, x, num_warps, bwd_chunks(32 * num_warps));
+}
 
 void launch_fwd(DType x, const FwdArgs& a, cudaStream_t s);
 void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s);
-/// Kernel function pointers for launch validation (the ones these launches run).
-const void* fwd_kernel(DType x, int rows_per_block);
+/// The kernels a block of `threads` runs (the general ones: the same launch bounds), for
+/// launch validation.
+const void* fwd_kernel(DType x, int threads);
 const void* bwd_kernel(DType x, int threads);
 
 }  // namespace kv::lncuda

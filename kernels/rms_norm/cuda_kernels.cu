@@ -25,14 +25,6 @@ __device__ __forceinline__ float cr(float v, bool none) {
   return none ? rnd<X>(v) : v;
 }
 
-/// A block's teams: team `id` of `count` owns a row; `lane` is a thread's lane in it (0 .. P-1).
-struct Team {
-  int wpr, P, count, id, lane;
-  __device__ __forceinline__ explicit Team(int wpr_)
-      : wpr(wpr_), P(32 * wpr_), count(blockDim.x / (32 * wpr_)), id(threadIdx.x / (32 * wpr_)),
-        lane(threadIdx.x % (32 * wpr_)) {}
-};
-
 /// A team's sum: shuffle tree in each warp, then across the team's warps (each warp's
 /// total at red[warp]; every warp of the block calls it, the barriers are the block's).
 /// Every lane of the team returns the total.
@@ -325,14 +317,6 @@ auto with_bwd(int threads, int mode, bool m_round_x, F&& f) {
   return with_bwd<X, Mode::llama>(threads, m_round_x, f);
 }
 
-/// A kernel's address as launch validation takes it.
-struct Addr {
-  template <class K>
-  const void* operator()(K* k) const {
-    return reinterpret_cast<const void*>(k);
-  }
-};
-
 template <typename X>
 void fwd_t(const FwdArgs& a, cudaStream_t s) {
   if (a.rows == 0) return;
@@ -376,15 +360,15 @@ void launch_bwd(DType x, const BwdArgs& a, cudaStream_t s) {
 }
 
 const void* fwd_kernel(DType x, int threads, int mode) {  // the general one: same launch bounds
-  if (x == DType::f32) return with_fwd<float>(threads, mode, false, Addr{});
-  if (x == DType::f16) return with_fwd<__half>(threads, mode, false, Addr{});
-  return with_fwd<__nv_bfloat16>(threads, mode, false, Addr{});
+  if (x == DType::f32) return with_fwd<float>(threads, mode, false, KernelAddr{});
+  if (x == DType::f16) return with_fwd<__half>(threads, mode, false, KernelAddr{});
+  return with_fwd<__nv_bfloat16>(threads, mode, false, KernelAddr{});
 }
 
 const void* bwd_kernel(DType x, int threads, int mode, bool m_round_x) {
-  if (x == DType::f32) return with_bwd<float>(threads, mode, m_round_x, Addr{});
-  if (x == DType::f16) return with_bwd<__half>(threads, mode, m_round_x, Addr{});
-  return with_bwd<__nv_bfloat16>(threads, mode, m_round_x, Addr{});
+  if (x == DType::f32) return with_bwd<float>(threads, mode, m_round_x, KernelAddr{});
+  if (x == DType::f16) return with_bwd<__half>(threads, mode, m_round_x, KernelAddr{});
+  return with_bwd<__nv_bfloat16>(threads, mode, m_round_x, KernelAddr{});
 }
 
 }  // namespace kv::rmscuda

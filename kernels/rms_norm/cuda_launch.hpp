@@ -57,14 +57,7 @@ constexpr int kBwdChunks = 2;
 inline int fwd_chunks(DType x, int threads) { return threads > 256 ? 2 : dtype_size(x) == 2 ? 8 : 4; }
 inline int bwd_chunks(int threads) { return threads <= 512 ? kBwdChunks : 0; }
 
-/// Warps per row: the fewest (a power of 2, at most num_warps) whose lanes hold a row of n
-/// in `cap` chunks each; num_warps where even those do not (the rest is read again).
-inline int warps_per_row(int64_t n, DType x, int num_warps, int cap) {
-  const int64_t v = rowcuda::chunk_elems(x), nch = (n + v - 1) / v;
-  int w = 1;
-  while (w < num_warps && nch > int64_t(32) * w * cap) w *= 2;
-  return w;
-}
+using rowcuda::warps_per_row;
 inline int fwd_wpr(int64_t n, DType x, int num_warps) {
   return warps_per_row(n, x, num_warps, fwd_chunks(x, 32 * num_warps));
 }

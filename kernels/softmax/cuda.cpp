@@ -9,9 +9,9 @@ namespace kv {
 
 namespace {
 
-class CudaSoftmax : public CudaRowImpl {
+class CudaSoftmax : public CudaTeamImpl {
  public:
-  explicit CudaSoftmax(bool bwd) : CudaRowImpl(bwd ? "softmax.bwd" : "softmax.fwd", false), bwd_(bwd) {}
+  explicit CudaSoftmax(bool bwd) : CudaTeamImpl(bwd ? "softmax.bwd" : "softmax.fwd", false), bwd_(bwd) {}
   std::string version() const override { return KV_IMPL_VERSION_CUDA_SOFTMAX; }
 
   Contract contract(const Case& c, const DeviceProfile&) const override {
@@ -24,7 +24,9 @@ class CudaSoftmax : public CudaRowImpl {
     k.fma = true;
     k.ftz = false;
     if (!bwd_) k.math_ulps = {{"exp", 2.0}};
-    k.reductions["row"] = row_reduction(c.shape.back(), threads(c), rowcuda::chunk_elems(row_dtype(c)));
+    // A team of P = 32*wpr lanes per row (cuda_launch.hpp): row_reduction's shape with P.
+    const int64_t n = c.shape.back();
+    k.reductions["row"] = row_reduction(n, 32 * smcuda::wpr(n, row_dtype(c), bwd_, num_warps(c)), rowcuda::chunk_elems(row_dtype(c)));
     k.determinism[bwd_ ? "dx" : "y"] = rowwise_claims();
     return k;
   }
@@ -34,20 +36,17 @@ class CudaSoftmax : public CudaRowImpl {
     if (bwd_) return {{"dy", RowRole::rows}, {"y", RowRole::rows}, {"dx", RowRole::rows}};
     return {{"x", RowRole::rows}, {"y", RowRole::rows}};
   }
-  std::vector<KernelRef> kernels(const Case& c) const override {
+  KernelRef kernel_at(const Case& c, int threads) const override {
     const DType x = row_dtype(c);
-    const int64_t n = c.shape.back();
-    const int r = smcuda::rows_per_block(bwd_, n, x, threads(c));
-    return {{op() + "<" + std::string(dtype_name(x)) + ">", smcuda::kernel(x, bwd_, r),
-             static_cast<size_t>(smcuda::cache_bytes(bwd_, n, x, r))}};
+    return {op() + "<" + std::string(dtype_name(x)) + ">", smcuda::kernel(x, bwd_, threads), 0};
   }
   void launch(DevSet& d, const Case& c, const DeviceProfile&) const override {
     const DType x = row_dtype(c);
     const int64_t n = c.shape.back(), rows = numel(c.shape) / n;
     const rowcuda::Mat none{nullptr, 0, 0, 0, 0};
-    const int r = smcuda::rows_per_block(bwd_, n, x, threads(c));
     smcuda::Args a{bwd_ ? none : view(d, c, "x"), view(d, c, "y"), bwd_ ? view(d, c, "dy") : none,
-                   bwd_ ? view(d, c, "dx") : none, rows, n, threads(c), r, smcuda::cache_bytes(bwd_, n, x, r)};
+                   bwd_ ? view(d, c, "dx") : none, rows, n, threads(c), smcuda::wpr(n, x, bwd_, num_warps(c)), 0};
+    a.fast = n % rowcuda::chunk_elems(x) == 0 && a.y.vec && (bwd_ ? a.dy.vec && a.dx.vec : a.x.vec);
     smcuda::launch(x, bwd_, a, d.stream);
   }
 

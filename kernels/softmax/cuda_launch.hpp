@@ -1,4 +1,9 @@
-// Host-side launch interface of the CUDA softmax kernels (cuda_kernels.cu).
+// Host-side launch interface of the CUDA softmax kernels (cuda_kernels.cu). A row is owned
+// by a team of `wpr` warps (P = 32*wpr lanes); lane l of the team owns the row's chunks
+// l, l+P, l+2P, ... (kernels/cuda_rows.cuh: 16 bytes of x per chunk) and keeps its first
+// few in registers between the passes. A block of num_warps warps holds num_warps/wpr
+// teams. The team's sums: each lane's terms serially, then a shuffle tree in each warp and
+// a tree across the team's warps (row_reduction's shape with P threads).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -12,29 +17,30 @@ namespace kv::smcuda {
 using rowcuda::Mat;
 
 /// fwd: y = softmax(x) per row. bwd: dx = y * (dy - sum(dy * y)) per row. Rows tensors in
-/// x's dtype. A block takes `rows_per_block` rows at a time (their loads in flight
-/// together, one reduction for all; the bits do not depend on it). `cache_bytes`: shared
-/// memory holding those rows (0: the kernel reads them again).
+/// x's dtype.
 struct Args {
   Mat x, y, dy, dx;
   int64_t rows, n;
   int threads;
-  int rows_per_block;
-  int64_t cache_bytes;
+  int wpr;   // warps per row
+  int fast;  // every chunk whole and every rows tensor aligned for vector accesses
 };
 
-/// Shared memory for the row caches: fwd keeps x (then exp(x - max)), bwd keeps dy and y.
-inline int64_t cache_bytes(bool bwd, int64_t n, DType x, int rows_per_block) {
-  return rowcuda::row_cache_bytes((bwd ? 2 : 1) * rows_per_block, n, rowcuda::chunk_elems(x));
+/// Chunks per lane kept in registers in blocks of up to 256 threads: fwd keeps x's, then
+/// exp(x - max) as fp32 (6 for 2-byte x, 4 for fp32; 128 registers, two blocks an SM), bwd
+/// dy's and y's (8 for 2-byte x, 4 for fp32). Larger blocks (64 registers a thread in
+/// 1024-thread blocks): fwd 1, bwd 2.
+inline int kept_chunks(DType x, bool bwd, int threads) {
+  if (threads > 256) return bwd ? 2 : 1;
+  return dtype_size(x) == 4 ? 4 : bwd ? 8 : 6;
 }
-/// Two rows at a time where blocks of up to 512 threads leave the registers for them and
-/// the cache holds both; else one (4 measured slower on an H100: fewer blocks fit).
-inline int rows_per_block(bool bwd, int64_t n, DType x, int threads) {
-  return threads <= 512 && cache_bytes(bwd, n, x, 2) > 0 ? 2 : 1;
+inline int wpr(int64_t n, DType x, bool bwd, int num_warps) {
+  return rowcuda::warps_per_row(n, x, num_warps, kept_chunks(x, bwd, 32 * num_warps));
 }
 
 void launch(DType x, bool bwd, const Args& a, cudaStream_t s);
-/// The kernel's function pointer, for launch validation.
-const void* kernel(DType x, bool bwd, int rows_per_block);
+/// The kernel a block of `threads` runs (the general one: the same launch bounds), for
+/// launch validation.
+const void* kernel(DType x, bool bwd, int threads);
 
 }  // namespace kv::smcuda
