@@ -79,9 +79,14 @@ double hist_quantile(const std::vector<int64_t>& hist, double q, int64_t n) {
   return kInf;
 }
 
+/// The ratio and ulps histograms: counts, so a thread's share of the chunks may hold them
+/// (merged in any order, the counts come out the same).
+struct Hists {
+  std::vector<int64_t> ratio = std::vector<int64_t>(kBins, 0), ulps = std::vector<int64_t>(kBins, 0);
+};
+
 /// Measurements of one chunk of elements, merged in chunk order.
 struct Partial {
-  std::vector<int64_t> hist = std::vector<int64_t>(kBins, 0), ulps_hist = std::vector<int64_t>(kBins, 0);
   int64_t n_fail = 0, n_unv = 0, n_unv_fail = 0, n_nan = 0, n_nan_admitted = 0, n_nan_expected = 0, n_unwritten = 0, n_diff_rn = 0;
   int64_t worst = -1, first_fail = -1;
   double max_ratio = 0, max_ulps = 0;
@@ -91,7 +96,7 @@ struct Partial {
 };
 
 void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t b, int64_t e,
-                 Partial& p, TolBuckets& tol) {
+                 Partial& p, Hists& hs, TolBuckets& tol) {
   const DType dt = out.desc.dtype;
   const uint32_t poison = poison_bits(dt);
   for (int64_t i = b; i < e; ++i) {
@@ -156,8 +161,8 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       ++p.n_fail;
       if (p.first_fail < 0) p.first_fail = i;
     }
-    ++p.hist[ratio_bin(ratio)];
-    ++p.ulps_hist[ratio_bin(ulps)];
+    ++hs.ratio[ratio_bin(ratio)];
+    ++hs.ulps[ratio_bin(ulps)];
     if (p.worst < 0 || ratio > p.max_ratio) {
       p.max_ratio = ratio, p.worst = i;
       p.w_out = o, p.w_v = v, p.w_lo = a_lo, p.w_hi = a_hi, p.w_err = err, p.w_hw = half_width(enc.lo[i], enc.hi[i]);
@@ -182,13 +187,17 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
   const int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
   std::vector<Partial> parts(static_cast<size_t>(nchunks));
   tbb::combinable<TolBuckets> tol;  // bins keep a min and a max: the thread split does not matter
+  tbb::combinable<Hists> hists;     // counts: neither does it here
   tbb::parallel_for(int64_t(0), nchunks, [&](int64_t c) {
-    judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), parts[c], tol.local());
+    judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), parts[c], hists.local(), tol.local());
   });
   TolBuckets all;
   tol.combine_each([&](const TolBuckets& t) { all.merge(t); });
   tv.tol_points = all.frontier();
   std::vector<int64_t> hist(kBins, 0), ulps_hist(kBins, 0);
+  hists.combine_each([&](const Hists& h) {
+    for (int b = 0; b < kBins; ++b) hist[b] += h.ratio[b], ulps_hist[b] += h.ulps[b];
+  });
   double sum_signed = 0, sum_abs = 0;
   int64_t n_finite = 0;
   for (auto& p : parts) {
@@ -197,7 +206,6 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
     tv.n_nan_expected += p.n_nan_expected;
     tv.n_fail_unverifiable += p.n_unv_fail;
     tv.n_unwritten += p.n_unwritten, tv.n_diff_rn += p.n_diff_rn;
-    for (int b = 0; b < kBins; ++b) hist[b] += p.hist[b], ulps_hist[b] += p.ulps_hist[b];
     if (tv.first_fail_index < 0) tv.first_fail_index = p.first_fail;
     tv.max_ulps = std::max(tv.max_ulps, p.max_ulps);
     if (p.worst >= 0 && (tv.worst_index < 0 || p.max_ratio > tv.max_ratio)) {
