@@ -14,8 +14,11 @@ NW=(--config num_warps=1 --config num_warps=2 --config num_warps=4 --config num_
 kb --op rms_norm.fwd --op rms_norm.bwd --dtype bf16 --shape 32760x1536 "${NW[@]}"
 kb --op rms_norm.fwd --dtype bf16 --shape 16384x4096 "${NW[@]}"
 kb --op softmax.fwd --op softmax.bwd --op layer_norm.fwd --op layer_norm.bwd --op swiglu.fwd --dtype bf16 --shape 32760x1536
+kb --op softmax.fwd --op softmax.bwd --op layer_norm.fwd --op layer_norm.bwd --dtype bf16 --shape 32760x1536 "${NW[@]}"
+kb --op swiglu.bwd --op geglu.fwd --op geglu.bwd --dtype bf16 --shape 32760x1536
 kb --op rope.fwd --dtype bf16 --shape 1x32760x12x128 --alias q_out=q,k_out=k --attrs positions=1d
 kb --op rope.fwd --dtype bf16 --shape 1x32760x12x128 --alias q_out=q,k_out=k --attrs positions=3d
+kb --op rope.bwd --dtype bf16 --shape 1x32760x12x128 --alias dq_out=dq,dk_out=dk --attrs positions=3d
 kb --op cross_entropy.fwd --op cross_entropy.bwd --dtype bf16 --shape 4096x128256
 kb --op fused_linear_cross_entropy.fwd --op fused_linear_cross_entropy.bwd --dtype bf16 --shape 4096x2048x128256 \
    --attrs grad_rounding=x_dtype
