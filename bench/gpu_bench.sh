@@ -18,7 +18,7 @@ kb --op softmax.fwd --op softmax.bwd --op layer_norm.fwd --op layer_norm.bwd --d
 kb --op swiglu.bwd --op geglu.fwd --op geglu.bwd --dtype bf16 --shape 32760x1536
 kb --op rope.fwd --dtype bf16 --shape 1x32760x12x128 --alias q_out=q,k_out=k --attrs positions=1d
 kb --op rope.fwd --dtype bf16 --shape 1x32760x12x128 --alias q_out=q,k_out=k --attrs positions=3d
-kb --op rope.bwd --dtype bf16 --shape 1x32760x12x128 --alias dq_out=dq,dk_out=dk --attrs positions=3d
+kb --op rope.bwd --dtype bf16 --shape 1x32760x12x128 --alias dq=dq_out,dk=dk_out --attrs positions=3d
 kb --op cross_entropy.fwd --op cross_entropy.bwd --dtype bf16 --shape 4096x128256
 kb --op fused_linear_cross_entropy.fwd --op fused_linear_cross_entropy.bwd --dtype bf16 --shape 4096x2048x128256 \
    --attrs grad_rounding=x_dtype
