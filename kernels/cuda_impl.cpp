@@ -88,7 +88,11 @@ std::optional<std::string> CudaImpl::invalid_reason(const Case& c, const DeviceP
 namespace {
 
 /// The case's buffers on the device: one allocation per host buffer (aliased tensors
-/// share one), whole with canaries, and a stream.
+/// share one), whole with canaries, and a stream. Every copy is ordered in that stream:
+/// cudaMemcpy from pageable memory may return before its DMA lands, and the legacy
+/// stream it runs on does not order a non-blocking stream's kernels after it (under
+/// several processes per GPU a kernel then met its buffers half copied, and the late
+/// copy overwrote outputs it had written).
 struct Mirror {
   std::map<Buffer*, std::unique_ptr<DevBuf>> dev;
   DevSet d;
@@ -101,17 +105,17 @@ struct Mirror {
     if (need > free_b)
       throw UsageError("case needs " + std::to_string(need >> 20) + " MiB of GPU memory, " + std::to_string(free_b >> 20) +
                        " MiB free");
+    KV_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
     auto mirror = [&](Buffer* b) -> void* {
       auto& slot = dev[b];
       if (!slot) {
         slot = std::make_unique<DevBuf>(b->raw().size());
-        KV_CUDA(cudaMemcpy(slot->p, b->raw().data(), b->raw().size(), cudaMemcpyHostToDevice));
+        KV_CUDA(cudaMemcpyAsync(slot->p, b->raw().data(), b->raw().size(), cudaMemcpyHostToDevice, d.stream));
       }
       return static_cast<uint8_t*>(slot->p) + Buffer::kCanaryBytes;
     };
     for (auto& s : ts.slots) d.t[s.desc.name] = DevView{mirror(s.buffer.get()), s.desc};
     for (auto& [n, b] : ts.workspaces) d.ws[n] = {mirror(b.get()), b->payload_bytes()};
-    KV_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
   }
   ~Mirror() {
     if (d.stream) cudaStreamDestroy(d.stream);
@@ -119,7 +123,9 @@ struct Mirror {
   Mirror(const Mirror&) = delete;
   Mirror& operator=(const Mirror&) = delete;
   void copy_back() {
-    for (auto& [b, db] : dev) KV_CUDA(cudaMemcpy(b->raw().data(), db->p, db->bytes, cudaMemcpyDeviceToHost));
+    for (auto& [b, db] : dev)
+      KV_CUDA(cudaMemcpyAsync(b->raw().data(), db->p, db->bytes, cudaMemcpyDeviceToHost, d.stream));
+    KV_CUDA(cudaStreamSynchronize(d.stream));
   }
 };
 
