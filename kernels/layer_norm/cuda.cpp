@@ -10,9 +10,11 @@ namespace kv {
 
 namespace {
 
+// Default num_warps: fwd 4 (small blocks, the last wave of rows small); bwd 8 (each SM's
+// block holds 4 teams at 1536 with 4 chunks a lane kept, each loading a row ahead).
 class CudaLayerNorm : public CudaTeamImpl {
  public:
-  explicit CudaLayerNorm(bool bwd) : CudaTeamImpl(bwd ? "layer_norm.bwd" : "layer_norm.fwd", bwd), bwd_(bwd) {}
+  explicit CudaLayerNorm(bool bwd) : CudaTeamImpl(bwd ? "layer_norm.bwd" : "layer_norm.fwd", bwd, bwd ? 8 : 4), bwd_(bwd) {}
   std::string version() const override { return KV_IMPL_VERSION_CUDA_LAYER_NORM; }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {

@@ -9,9 +9,13 @@ namespace kv {
 
 namespace {
 
+// The default num_warps: small blocks (16 warps an SM either way), so the last wave of
+// rows is small.
+constexpr int kDefaultWarps = 4;
+
 class CudaSoftmax : public CudaTeamImpl {
  public:
-  explicit CudaSoftmax(bool bwd) : CudaTeamImpl(bwd ? "softmax.bwd" : "softmax.fwd", false), bwd_(bwd) {}
+  explicit CudaSoftmax(bool bwd) : CudaTeamImpl(bwd ? "softmax.bwd" : "softmax.fwd", false, kDefaultWarps), bwd_(bwd) {}
   std::string version() const override { return KV_IMPL_VERSION_CUDA_SOFTMAX; }
 
   Contract contract(const Case& c, const DeviceProfile&) const override {

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(C <= 2 ? 1024 : 256, C <= 2 ? 1 : 2) fwd_kerne
 
 /// F: every chunk whole and dy, y, dx aligned.
 template <typename X, int C, bool F>
-__global__ void __launch_bounds__(C == 2 ? 1024 : 256, 1) bwd_kernel(Args a) {
+__global__ void __launch_bounds__(C == 2 ? 1024 : 256, C == 2 ? 1 : 2) bwd_kernel(Args a) {
   constexpr int V = kV<X>;
   __shared__ float red[32];
   const Team t(a.wpr);
