@@ -10,11 +10,12 @@ namespace kv {
 
 namespace {
 
-// Default num_warps: fwd 4 (small blocks, the last wave of rows small); bwd 8 (each SM's
-// block holds 4 teams at 1536 with 4 chunks a lane kept, each loading a row ahead).
+// Default num_warps: fwd 4 (small blocks; at 1536 every num_warps up to 8 is within 8% of
+// the best, and rows up to 4 warps x 32 lanes x 8 chunks stay in registers); bwd 16 (the
+// fastest on an H100 at 32760x1536: reports/gpus/.../rows-speed2-7843d14).
 class CudaLayerNorm : public CudaTeamImpl {
  public:
-  explicit CudaLayerNorm(bool bwd) : CudaTeamImpl(bwd ? "layer_norm.bwd" : "layer_norm.fwd", bwd, bwd ? 8 : 4), bwd_(bwd) {}
+  explicit CudaLayerNorm(bool bwd) : CudaTeamImpl(bwd ? "layer_norm.bwd" : "layer_norm.fwd", bwd, bwd ? 16 : 4), bwd_(bwd) {}
   std::string version() const override { return KV_IMPL_VERSION_CUDA_LAYER_NORM; }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
