@@ -114,7 +114,8 @@ int run_fuzz_command(FuzzCommand& f) {
   // Impls a failed plugin or worker would have offered stand in, so their cases are errors.
   ext->register_stand_ins(o.ops.empty() ? stored_ops(o.out) : o.ops, o.impls, env.device.kind);
   o.replay_options = replay_options(f.common, env);
-  Supervisor sup(worker_args(f.common, env, *ext), f.common.timeout_s);
+  const std::vector<std::string> wargs = worker_args(f.common, env, *ext);
+  Supervisor sup(wargs, f.common.timeout_s);
   if (ext->has_worker()) sup.set_relay([&](const nlohmann::json& req) { return ext->relay(req); });
   CampaignIO io;
   io.run = [&](const Case& c) {
@@ -133,7 +134,7 @@ int run_fuzz_command(FuzzCommand& f) {
   };
   // Batch invariance: a second worker that keeps each case's outputs for the comparison.
   const std::string kept = (std::filesystem::path(o.out) / "batch-outputs").string();
-  std::vector<std::string> bargs = worker_args(f.common, env, *ext);
+  std::vector<std::string> bargs = wargs;
   bargs.insert(bargs.end(), {"--outputs-dir", kept});
   Supervisor bsup(bargs, f.common.timeout_s);
   if (ext->has_worker()) bsup.set_relay([&](const nlohmann::json& req) { return ext->relay(req); });
@@ -157,11 +158,9 @@ int run_fuzz_command(FuzzCommand& f) {
   };
   if (!f.common.sanitize.tools.empty()) {
     o.sanitize_every = f.common.sanitize.every;
-    io.sanitize = [&](const Case& c, int64_t& errors) {
-      nlohmann::json r = sanitize_case(c, env, worker_args(f.common, env, *ext), f.common.timeout_s,
-                                       f.common.sanitize.tools, (std::filesystem::path(o.out) / "sanitizer").string());
-      errors = sanitizer_errors(r);
-      return r;
+    io.sanitize = [&](const Case& c) {
+      return sanitize_case(c, env, wargs, f.common.timeout_s, f.common.sanitize.tools,
+                           (std::filesystem::path(o.out) / "sanitizer").string());
     };
   }
   int code = run_campaign(o, io);

@@ -202,8 +202,14 @@ class Campaign {
     ++tally_.run;
     count(j, e.index < 0);
     progress_.update(tally_);
-    if (batch_fail) record_batch_failure(e, j);
-    else if (sanitizer_fail) record_sanitizer_failure(e, j);
+    if (batch_fail) {
+      const std::string comp = j["batch_invariance"]["companion"].get<std::string>();
+      record_unshrunk(e, j, "batch invariance", "", {{"replay_companion", "kverify replay '" + comp + "'" + o_.replay_options}});
+    } else if (sanitizer_fail) {
+      std::string tools;
+      for (auto& [tool, r] : j["sanitizer"].items()) tools += (tools.empty() ? "" : ",") + tool;
+      record_unshrunk(e, j, "sanitizer", " --sanitize " + tools, {{"sanitizer", j["sanitizer"]}});
+    }
     else if (failing(j)) shrink(e, j);
   }
 
@@ -214,38 +220,21 @@ class Campaign {
     if (!io_.sanitize || o_.sanitize_every <= 0 || e.index < 0 || e.index % o_.sanitize_every != 0 || v == "error" ||
         v == "skip")
       return false;
-    int64_t errors = 0;
-    j["sanitizer"] = io_.sanitize(c, errors);
+    j["sanitizer"] = io_.sanitize(c);
     ++sanitized_;
+    int64_t errors = 0;
     std::string why;
     for (auto& [tool, r] : j["sanitizer"].items()) {
+      const int64_t n = r.value("errors", int64_t(0));
+      errors += n;
       if (r.contains("skipped")) sanitizer_skips_.emplace(tool, r["skipped"].get<std::string>());
-      else if (r.value("errors", int64_t(0)) > 0)
-        why += (why.empty() ? "" : "; ") + tool + ": " + std::to_string(r["errors"].get<int64_t>()) + " errors (" +
-               r.value("log", "") + ")";
+      else if (n > 0) why += (why.empty() ? "" : "; ") + tool + ": " + std::to_string(n) + " errors (" + r.value("log", "") + ")";
     }
     sanitizer_errors_ += errors;
     if (errors == 0) return false;
     j["verdict"] = "fail";
     j["reason"] = "compute-sanitizer " + why + (j.value("reason", "").empty() ? "" : "; " + j.value("reason", ""));
     return true;
-  }
-
-  /// A sanitizer finding is recorded as it is, with the replay line that reruns the tools.
-  void record_sanitizer_failure(const Entry& e, const nlohmann::json& j) {
-    const std::string c = j.value("case", "");
-    std::string tools;
-    for (auto& [tool, r] : j["sanitizer"].items()) tools += (tools.empty() ? "" : ",") + tool;
-    nlohmann::json f = {{"case", c},
-                        {"verdict", "fail"},
-                        {"reason", j.value("reason", "")},
-                        {"replay", "kverify replay '" + c + "'" + o_.replay_options + " --sanitize " + tools},
-                        {"sanitizer", j["sanitizer"]},
-                        {"shrink", {{"runs", 0}, {"steps", 0}, {"complete", false}}},
-                        {"fuzz", fuzz_info(e)}};
-    record_failure(e, f,
-                   "fail #" + std::to_string(e.index) + " (" + f["reason"].get<std::string>() + ")\n    " +
-                       f["replay"].get<std::string>() + "\n");
   }
 
   /// Adds the batch-invariance check to a passing result; true when it broke the claim
@@ -264,20 +253,24 @@ class Campaign {
     return true;
   }
 
-  /// A batch-invariance failure needs its companion to show: it is recorded as it is, with
-  /// both replay lines, not shrunk (the shrinker reruns cases alone).
-  void record_batch_failure(const Entry& e, const nlohmann::json& j) {
-    const std::string c = j.value("case", ""), comp = j["batch_invariance"]["companion"].get<std::string>();
+  /// A failure that needs more than the case alone to show (a batch-invariance companion,
+  /// a sanitizer) is recorded as it is, not shrunk (the shrinker reruns cases alone):
+  /// `replay_flags` go on its replay line, `extra` adds fields (a replay_companion line is
+  /// printed too).
+  void record_unshrunk(const Entry& e, const nlohmann::json& j, const std::string& what, const std::string& replay_flags,
+                       const nlohmann::json& extra) {
+    const std::string c = j.value("case", "");
     nlohmann::json f = {{"case", c},
                         {"verdict", "fail"},
                         {"reason", j.value("reason", "")},
-                        {"replay", "kverify replay '" + c + "'" + o_.replay_options},
-                        {"replay_companion", "kverify replay '" + comp + "'" + o_.replay_options},
+                        {"replay", "kverify replay '" + c + "'" + o_.replay_options + replay_flags},
                         {"shrink", {{"runs", 0}, {"steps", 0}, {"complete", false}}},
                         {"fuzz", fuzz_info(e)}};
-    record_failure(e, f,
-                   "fail #" + std::to_string(e.index) + " (batch invariance): " + f["reason"].get<std::string>() +
-                       "\n    " + f["replay"].get<std::string>() + "\n    " + f["replay_companion"].get<std::string>() + "\n");
+    f.update(extra);
+    std::string text = "fail #" + std::to_string(e.index) + " (" + what + "): " + f["reason"].get<std::string>() +
+                       "\n    " + f["replay"].get<std::string>() + "\n";
+    if (f.contains("replay_companion")) text += "    " + f["replay_companion"].get<std::string>() + "\n";
+    record_failure(e, f, text);
   }
 
   /// Appends a failure line, counts it, and prints `text` between progress lines.

@@ -44,8 +44,8 @@ struct CampaignIO {
   /// every 8th generated case; none where it does not apply. Violations make the case fail.
   std::function<std::optional<nlohmann::json>(const Case&, const nlohmann::json&)> batch;
   /// Reruns a case under the sanitizer tools: per tool {"errors": N, "log": ...} or
-  /// {"skipped": why}; `errors` gets the errors found in all. Errors make the case fail.
-  std::function<nlohmann::json(const Case&, int64_t& errors)> sanitize;
+  /// {"skipped": why}. Errors make the case fail.
+  std::function<nlohmann::json(const Case&)> sanitize;
 };
 
 /// Runs (or resumes) a campaign; returns 0 when no case failed or errored, 1 otherwise.

@@ -46,9 +46,9 @@ TEST(CampaignSanitize, EveryKthGeneratedIndexIsRerunAndAFindingFailsItsCase) {
   kv::CampaignIO io = host_io(cache);
   std::vector<std::string> sanitized;
   // The stand-in tool finds 2 errors in the case it sees second (index 5), none elsewhere.
-  io.sanitize = [&](const kv::Case& c, int64_t& errors) {
+  io.sanitize = [&](const kv::Case& c) {
     sanitized.push_back(c.str());
-    errors = sanitized.size() == 2 ? 2 : 0;
+    const int64_t errors = sanitized.size() == 2 ? 2 : 0;
     return nlohmann::json{{"memcheck", {{"errors", errors}, {"log", "memcheck.log"}}},
                           {"racecheck", {{"skipped", "the tool refused the device"}}}};
   };
@@ -78,9 +78,8 @@ TEST(CampaignSanitize, EveryKthGeneratedIndexIsRerunAndAFindingFailsItsCase) {
   const std::string clean = fresh_dir("campaign_sanitize_clean");
   kv::CampaignOptions o2 = options(clean);
   sanitized.clear();
-  io.sanitize = [&](const kv::Case& c, int64_t& errors) {
+  io.sanitize = [&](const kv::Case& c) {
     sanitized.push_back(c.str());
-    errors = 0;
     return nlohmann::json{{"memcheck", {{"errors", 0}, {"log", "memcheck.log"}}}};
   };
   EXPECT_EQ(kv::run_campaign(o2, io), 0);
