@@ -8,9 +8,16 @@
 
 namespace kv {
 
+/// A kill during an append can leave a last line without its newline (a line is written
+/// whole and flushed, but may take more than one write). That tail is moved to
+/// <file>.partial (said on stderr), so its case reruns and the next append starts on a line
+/// of its own; a complete line that does not parse is left for read_results to report.
+void set_aside_partial_tail(const std::string& path);
+
 class ResultsWriter {
  public:
-  /// Opens for appending; throws UsageError when the file cannot be opened.
+  /// Opens for appending (a partial last line set aside first); throws UsageError when the
+  /// file cannot be opened.
   explicit ResultsWriter(const std::string& path);
   ~ResultsWriter();
   ResultsWriter(const ResultsWriter&) = delete;
@@ -22,9 +29,15 @@ class ResultsWriter {
   std::string path_;
 };
 
-/// Reads every line (of one run when run_id is not empty); throws UsageError naming the
-/// file and line number of a malformed line.
-std::vector<nlohmann::json> read_results(const std::string& path, const std::string& run_id = "");
+/// Reads every line (of one run when run_id is not empty). A malformed line throws
+/// UsageError naming the file and line number; with `skipped`, it is left out instead and
+/// described there ("file:line: why"), so one corrupt line costs only itself.
+std::vector<nlohmann::json> read_results(const std::string& path, const std::string& run_id = "",
+                                         std::vector<std::string>* skipped = nullptr);
+
+/// read_results leaving malformed lines out, each named on stderr ("kverify: skipped
+/// file:line: why"); adds their count to n_skipped (a reader that skipped must exit non-zero).
+std::vector<nlohmann::json> read_results_skipping(const std::string& path, const std::string& run_id, int64_t& n_skipped);
 
 /// Numbers in result lines: finite values as JSON numbers, NaN and infinities as the strings
 /// "nan", "inf", "-inf" (JSON has none); and back (anything else reads as 0).

@@ -327,6 +327,8 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   }
   nlohmann::json outs = nlohmann::json::object();
   bool any_fail = !reasons.empty(), any_unv = false;
+  std::string empty;  // outputs without elements: a case that checked nothing never passes
+  if (encs.empty()) empty = "(the op has no outputs)";
   const auto t_j = Clock::now();
   for (auto& e : encs) {
     const TensorSlot& s = ts.at(e.name);
@@ -341,6 +343,7 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
       reasons.push_back(why);
     }
     any_unv |= tv.verdict == "unverifiable";
+    if (tv.n == 0) append_sep(empty, ", ", e.name);
     outs[e.name] = tv.to_json();
   }
   j["outputs"] = outs;
@@ -364,6 +367,9 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
         j["repro_error"] = e.what();  // the verdict stands without its bundle
       }
     }
+  } else if (!empty.empty()) {
+    j["verdict"] = "skip";
+    j["reason"] = "nothing to check: no elements in output " + empty + " at shape " + shape_str(c.shape);
   } else if (any_unv) {
     j["verdict"] = "unverifiable";
     j["reason"] = "the contract admits no useful bound for some elements (n_eff*u >= 1, or an intermediate may overflow to ±inf, NaN then admitted) or the reference could not decide them";

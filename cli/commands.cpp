@@ -9,6 +9,8 @@
 #include <iostream>
 #include <algorithm>
 #include <random>
+#include <cmath>
+#include <unistd.h>
 
 #include "check/gate.hpp"
 #include "check/results.hpp"
@@ -33,19 +35,52 @@
 namespace kv {
 
 // add_common and what follows to load_extensions are shared with fuzz (cli/common.hpp).
+CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](std::string& s) {
+        try {
+          parse_seed(s);
+          return std::string();
+        } catch (const UsageError& e) {
+          return std::string(e.what());
+        }
+      },
+      "SEED");
+}
+
+CLI::Validator seconds_check() {
+  return CLI::Validator(
+      [](std::string& s) {
+        try {
+          const double v = parse_real(s, "number of seconds");
+          return std::isfinite(v) && v > 0 ? std::string() : "seconds must be a finite number above 0, not '" + s + "'";
+        } catch (const UsageError& e) {
+          return std::string(e.what());
+        }
+      },
+      "SECONDS");
+}
+
+void make_out_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UsageError("cannot write to output directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+}
+
 void add_extension_options(CLI::App* app, ExtensionOptions& o) {
   app->add_option("--plugin", o.plugins, "a plugin (.so) registering impls (repeatable; include/kverify/plugin.h)");
   app->add_option("--worker", o.worker, "an external worker command, started once (examples/worker/PROTOCOL.md)");
   app->add_option("--worker-timeout", o.worker_timeout_s, "watchdog seconds per worker request (default 300)")
-      ->check(CLI::PositiveNumber);
+      ->check(seconds_check());
 }
 
 void add_common(CLI::App* app, Common& c) {
   app->add_option("--device", c.device, "cuda|host (default: cuda when a GPU is present, else host)")
       ->check(CLI::IsMember({"auto", "cuda", "host"}));
   app->add_option("--device-profile", c.profile, "override launch-relevant device facts, e.g. sm_count=108,warp_size=64");
-  app->add_option("--timeout", c.timeout_s, "watchdog seconds per case (the worker is killed and restarted)")
-      ->check(CLI::PositiveNumber);
+  app->add_option("--timeout", c.timeout_s, "watchdog seconds per case (the worker is killed and restarted; default 600)")
+      ->check(seconds_check());
   app->add_option("--out", c.out, "output directory (results.jsonl is appended to; summary.html)");
   add_extension_options(app, c.ext);
 }
@@ -168,47 +203,82 @@ std::vector<Case> shard_of(const std::vector<Case>& cases, const std::string& sp
   return std::vector<Case>(cases.begin() + total * i / n, cases.begin() + total * (i + 1) / n);
 }
 
-/// Runs cases through the worker, appending each result as it finishes.
+/// Case strings already in the results file (any verdict, any run): `run --resume` skips
+/// them. Their latest lines join this run's in the summary and report.
+std::map<std::string, nlohmann::json> finished_cases(const std::string& results) {
+  std::map<std::string, nlohmann::json> done;
+  if (!std::filesystem::exists(results)) return done;
+  int64_t skipped = 0;  // a malformed line's case simply runs again
+  for (auto& j : read_results_skipping(results, "", skipped)) done[j["case"].get<std::string>()] = j;
+  return done;
+}
+
+/// Runs cases through the worker, appending each result as it finishes. SIGINT/SIGTERM
+/// abandon the case in flight; the summary and report then cover what finished.
 int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, bool quiet, Extensions& ext) {
   const std::vector<Case> cases = shard_of(group_by_input(in, env.device.profile), c.shard);
-  std::filesystem::create_directories(c.out);
+  make_out_dir(c.out);
   std::string results = (std::filesystem::path(c.out) / "results.jsonl").string();
-  ResultsWriter w(results);
+  ResultsWriter w(results);  // a partial last line (a killed run) is set aside first
+  const auto done = c.resume ? finished_cases(results) : std::map<std::string, nlohmann::json>{};
   Supervisor sup(worker_args(c, env, ext), c.timeout_s);
   if (ext.has_worker()) sup.set_relay([&ext](const nlohmann::json& req) { return ext.relay(req); });
   std::map<std::string, int64_t> counts;
+  std::vector<nlohmann::json> resumed;
   size_t i = 0;
   int64_t sanitizer_found = 0;
-  for (auto& cs : cases) {
-    auto why = unavailable_reason(registry().impl(cs.op, cs.impl));
-    auto j = why ? error_result(cs, env, *why) : sup.run(cs, env);
-    if (!why && !c.sanitize.tools.empty() && i % static_cast<size_t>(c.sanitize.every) == 0) {
-      j["sanitizer"] = sanitize_case(cs, env, worker_args(c, env, ext), c.timeout_s, c.sanitize.tools,
-                                     (std::filesystem::path(c.out) / "sanitizer").string());
-      const int64_t n = sanitizer_errors(j["sanitizer"]);
-      sanitizer_found += n;
-      for (auto& [t, r] : j["sanitizer"].items())
-        if (r.contains("skipped") || r.value("errors", int64_t(0)) > 0)
-          std::cout << "  sanitizer " << t << ": "
-                    << (r.contains("skipped") ? "skipped, " + r["skipped"].get<std::string>()
-                                              : std::to_string(r["errors"].get<int64_t>()) + " errors, " + r["log"].get<std::string>())
-                    << "  (" << cs.str() << ")\n";
+  int stopped = 0;
+  install_stop_handlers();
+  try {
+    for (auto& cs : cases) {
+      if (stop_signal()) throw Interrupted{stop_signal()};
+      ++i;
+      if (auto it = done.find(cs.str()); it != done.end()) {
+        resumed.push_back(it->second);
+        ++counts[it->second.value("verdict", "error")];
+        continue;
+      }
+      auto why = unavailable_reason(registry().impl(cs.op, cs.impl));
+      auto j = why ? error_result(cs, env, *why) : sup.run(cs, env);
+      if (!why && !c.sanitize.tools.empty() && (i - 1) % static_cast<size_t>(c.sanitize.every) == 0) {
+        j["sanitizer"] = sanitize_case(cs, env, worker_args(c, env, ext), c.timeout_s, c.sanitize.tools,
+                                       (std::filesystem::path(c.out) / "sanitizer").string());
+        const int64_t n = sanitizer_errors(j["sanitizer"]);
+        sanitizer_found += n;
+        for (auto& [t, r] : j["sanitizer"].items())
+          if (r.contains("skipped") || r.value("errors", int64_t(0)) > 0)
+            std::cout << "  sanitizer " << t << ": "
+                      << (r.contains("skipped") ? "skipped, " + r["skipped"].get<std::string>()
+                                                : std::to_string(r["errors"].get<int64_t>()) + " errors, " + r["log"].get<std::string>())
+                      << "  (" << cs.str() << ")\n";
+      }
+      w.append(j);
+      ++counts[j.value("verdict", "error")];
+      if (!quiet || j.value("verdict", "") == "fail" || j.value("verdict", "") == "error")
+        std::cout << "[" << i << "/" << cases.size() << "] " << brief(j) << "\n" << std::flush;
     }
-    w.append(j);
-    ++counts[j.value("verdict", "error")];
-    ++i;
-    if (!quiet || j.value("verdict", "") == "fail" || j.value("verdict", "") == "error")
-      std::cout << "[" << i << "/" << cases.size() << "] " << brief(j) << "\n" << std::flush;
+  } catch (const Interrupted& e) {
+    stopped = e.signal;
   }
   std::string html = (std::filesystem::path(c.out) / "summary.html").string();
-  const auto lines = read_results(results, env.run_id);
+  int64_t skipped = 0;
+  auto lines = read_results_skipping(results, env.run_id, skipped);
+  lines.insert(lines.begin(), resumed.begin(), resumed.end());
   write_summary_html(html, lines, env.run_id);
   const std::string report = write_report_files(c.out, lines, {}, 2.0,
                                                 "kverify run " + env.run_id + " on " + env.device.name, {results});
+  int64_t finished = 0;
+  for (auto& [k, v] : counts) finished += v;
   std::cout << "run " << env.run_id << ": " << cases.size() << " cases";
   for (auto& [k, v] : counts) std::cout << ", " << v << " " << k;
+  if (!resumed.empty()) std::cout << " (" << resumed.size() << " finished earlier, resumed)";
   if (!c.sanitize.tools.empty()) std::cout << ", " << sanitizer_found << " sanitizer errors";
   std::cout << "\nresults: " << results << "\nsummary: " << html << "\nreport: " << report << " (with report.json, junit.xml)\n";
+  if (stopped) {
+    std::cout << "interrupted by " << stop_signal_name(stopped) << ": " << finished << " of " << cases.size()
+              << " cases finished (the one in flight abandoned); continue with the same command and --resume\n";
+    return Interrupted{stopped}.exit_code();
+  }
   // A plugin or worker that could not be used fails the run even if none of its cases ran.
   return (counts["fail"] + counts["error"]) > 0 || sanitizer_found > 0 || !ext.failures().empty() ? 1 : 0;
 }
@@ -307,10 +377,11 @@ int kverify_main(int argc, char** argv) {
   run->add_option("--config", configs, "knobs, e.g. num_warps=8,dw=fixed_partials (repeatable)");
   run->add_option("--attrs", attrs, "op attributes, e.g. mode=gemma,eps=1e-5,offset=1");
   run->add_option("--dist", dists, "value distribution (normal, uniform, tiny, large, mean_shift, wide)");
-  run->add_option("--seed", seeds, "seed (repeatable)");
+  run->add_option("--seed", seeds, "seed (repeatable)")->check(seed_check());
   run->add_option("--suite", suite, "a suite file (JSON) instead of the selection options");
   run->add_flag("--quiet", quiet, "print only failures and the totals");
   run->add_option("--shard", rc.shard, "run shard i of N (i/N): a fixed slice of the cases, input groups kept together");
+  run->add_flag("--resume", rc.resume, "skip the cases that already have a line in --out's results.jsonl (any verdict)");
 
   std::string sum_results, sum_out = "out/summary.html", sum_run;
   auto* summary = app.add_subcommand("summary", "render the HTML summary of a results file");
@@ -395,10 +466,13 @@ int kverify_main(int argc, char** argv) {
       return causes.empty() ? 0 : 1;
     }
     if (*summary) {
-      auto lines = read_results(sum_results, sum_run);
+      int64_t skipped = 0;
+      auto lines = read_results_skipping(sum_results, sum_run, skipped);
       write_summary_html(sum_out, lines, sum_run.empty() ? "all runs in " + sum_results : sum_run);
-      std::cout << "summary: " << sum_out << " (" << lines.size() << " cases)\n";
-      return 0;
+      std::cout << "summary: " << sum_out << " (" << lines.size() << " cases";
+      if (skipped) std::cout << ", " << skipped << " malformed lines skipped";
+      std::cout << ")\n";
+      return skipped ? 1 : 0;
     }
     if (*worker) {
       RunEnv env = make_env(wc);

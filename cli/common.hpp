@@ -18,9 +18,17 @@ struct Common {
   std::string profile;
   double timeout_s = 600;
   std::string out = "out";
+  bool resume = false;  // run: skip cases already in out/results.jsonl
   ExtensionOptions ext;
   SanitizeOptions sanitize;  // run and replay
 };
+
+/// A seed option's check: decimal digits only (CLI11 alone would read -1 as 2^64 - 1).
+CLI::Validator seed_check();
+/// A duration's check: a finite number of seconds above 0 (CLI11's PositiveNumber lets nan through).
+CLI::Validator seconds_check();
+/// Creates the output directory and checks it is writable: UsageError (exit 2) naming it otherwise.
+void make_out_dir(const std::string& dir);
 
 /// --device, --device-profile, --timeout, --out, --plugin, --worker, --worker-timeout.
 void add_common(CLI::App* app, Common& c);

@@ -7,6 +7,7 @@
 
 #include "check/drift.hpp"
 #include "check/results.hpp"
+#include "cli/common.hpp"
 #include "cli/suite.hpp"
 #include "cli/supervisor.hpp"
 #include "core/error.hpp"
@@ -24,7 +25,7 @@ CLI::App* add_drift_command(CLI::App& app, DriftCommand& d) {
   c->add_option("--shape", d.shape, "shape (default 64x1536)");
   c->add_option("--attrs", d.attrs, "op attributes, e.g. mode=gemma");
   c->add_option("--dist", d.dist, "value distribution (default normal)");
-  c->add_option("--seed", d.seed, "seed (default 1)");
+  c->add_option("--seed", d.seed, "seed (default 1)")->check(seed_check());
   c->add_option("--repeat", d.repeat, "runs of each config (run-to-run drift; default 2)")->check(CLI::Range(1, 1000));
   c->add_option("--forecast", d.forecast, "another device profile, e.g. sm_count=108: would the bits change there?");
   return c;

@@ -28,9 +28,12 @@ CLI::App* add_fuzz_command(CLI::App& app, FuzzCommand& f) {
   c->add_option("--op", f.opts.ops, "op to fuzz, e.g. rms_norm.fwd (repeatable; 'all': every op); required");
   c->add_option("--impl", f.opts.impls, "impl (repeatable; default: every impl of the op on the device)");
   f.cases_opt = c->add_option("--budget-cases", f.budget_cases,
-                              "generated cases to run, indices 0..N-1 (default 100 unless --budget-seconds)");
-  f.seconds_opt = c->add_option("--budget-seconds", f.budget_seconds, "stop starting cases after this many seconds");
-  f.seed_opt = c->add_option("--seed", f.seed, "campaign seed (default: random; kept in DIR/campaign.json)");
+                              "generated cases to run, indices 0..N-1 (default 100 unless --budget-seconds)")
+                    ->check(CLI::NonNegativeNumber);
+  f.seconds_opt = c->add_option("--budget-seconds", f.budget_seconds, "stop starting cases after this many seconds")
+                      ->check(seconds_check());
+  f.seed_opt = c->add_option("--seed", f.seed, "campaign seed (default: random; kept in DIR/campaign.json)")
+                   ->check(seed_check());
   add_common(c, f.common);
   f.common.sanitize.every = 100;
   add_sanitize_options(c, f.common);
@@ -40,7 +43,8 @@ CLI::App* add_fuzz_command(CLI::App& app, FuzzCommand& f) {
               "continue the campaign in DIR: its options and seed from campaign.json, indices in results.jsonl skipped");
   f.shard_opt = c->add_option("--shard", f.shard, "run shard i of N (i/N): the indices = i mod N; join with kverify merge");
   f.max_opt = c->add_option("--max-elements", f.max_elements,
-                            "cap on the elements of a generated shape (product of its dims; default 1048576)");
+                            "cap on the elements of a generated shape (product of its dims; default 1048576)")
+                  ->check(CLI::PositiveNumber);
   f.curated_opt = c->add_option("--curated", f.curated,
                                 "curated tier replayed first: a file like fuzz/curated.json, or none (default: built in)");
   c->add_option("--gpu-memory-budget", f.memory_budget,
@@ -109,7 +113,7 @@ int run_fuzz_command(FuzzCommand& f) {
   if (o.ops.empty() && !o.resume) throw UsageError("fuzz needs at least one --op (or --op all)");
   o.out = f.common.out;
   o.device = env.device.kind;
-  std::filesystem::create_directories(o.out);
+  make_out_dir(o.out);
   auto ext = load_extensions(f.common, env);
   // Impls a failed plugin or worker would have offered stand in, so their cases are errors.
   ext->register_stand_ins(o.ops.empty() ? stored_ops(o.out) : o.ops, o.impls, env.device.kind);

@@ -2,9 +2,11 @@
 #include "cli/fuzz_devices.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -136,9 +138,15 @@ int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string&
     pids.push_back(spawn(argv, dir + ".log", cuda ? dev : -1));
   }
   int worst = 0;
+  install_stop_handlers();
+  int forwarded = 0;  // a stop signal is passed on to every shard, which winds down and says so
   for (int w = 0; w < workers; ++w) {
     int status = 0;
-    waitpid(pids[static_cast<size_t>(w)], &status, 0);
+    while (waitpid(pids[static_cast<size_t>(w)], &status, 0) < 0 && errno == EINTR)
+      if (stop_signal() && !forwarded) {
+        forwarded = stop_signal();
+        for (pid_t p : pids) kill(p, forwarded);
+      }
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     worst = std::max(worst, code);
     // The worker's last lines (its totals) under its name.
@@ -170,6 +178,11 @@ int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string&
   std::printf("; this session %lld new in %.1f s, %.1f cases/s over %d workers\n", static_cast<long long>(total - before),
               wall, wall > 0 ? static_cast<double>(total - before) / wall : 0.0, workers);
   std::fflush(stdout);
+  if (stop_signal()) {
+    std::cout << "interrupted by " << stop_signal_name(stop_signal()) << ": each shard kept what finished; continue with "
+              << "the same command and --resume\n";
+    return Interrupted{stop_signal()}.exit_code();
+  }
   return worst;
 }
 

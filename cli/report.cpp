@@ -82,8 +82,9 @@ CLI::App* add_compare_command(CLI::App& app, CompareCommand& c) {
 
 int run_report_command(const ReportCommand& r) {
   std::vector<json> lines;
+  int64_t skipped = 0;  // malformed lines cost only themselves, but the exit code says so
   for (auto& f : r.results) {
-    auto l = read_results(f, r.run_id);
+    auto l = read_results_skipping(f, r.run_id, skipped);
     lines.insert(lines.end(), l.begin(), l.end());
   }
   if (lines.empty()) throw UsageError("no result lines" + (r.run_id.empty() ? std::string() : " for run " + r.run_id));
@@ -100,7 +101,8 @@ int run_report_command(const ReportCommand& r) {
   sources.insert(sources.end(), r.drifts.begin(), r.drifts.end());
   const std::string html = write_report_files(r.out, lines, drifts, r.safety, title, sources);
   std::cout << "report: " << html << " (" << lines.size() << " cases, " << drifts.size() << " drift analyses)\n";
-  return 0;
+  if (skipped) std::cout << "report: " << skipped << " malformed result lines skipped (named above)\n";
+  return skipped ? 1 : 0;
 }
 
 int run_compare_command(const CompareCommand& c) {

@@ -1,6 +1,7 @@
 // Suite expansion.
 #include "cli/suite.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -17,6 +18,21 @@ std::vector<T> list_of(const nlohmann::json& j, const char* key, std::vector<T> 
   std::vector<T> out;
   for (auto& v : j.at(key)) out.push_back(v.get<T>());
   return out;
+}
+
+/// Seeds as JSON numbers or decimal strings, never negative (nlohmann would wrap -1 to 2^64 - 1).
+std::vector<uint64_t> seeds_of(const nlohmann::json& j) {
+  if (!j.contains("seeds")) return {1};
+  std::vector<uint64_t> out;
+  for (auto& v : j.at("seeds")) out.push_back(parse_seed(v.is_string() ? v.get<std::string>() : v.dump()));
+  return out;
+}
+
+/// A field this reader does not know is a typo that would otherwise be ignored.
+void check_fields(const nlohmann::json& j, const std::vector<std::string>& known, const std::string& where) {
+  if (!j.is_object()) throw UsageError(where + " must be a JSON object");
+  for (auto& [k, v] : j.items())
+    if (std::find(known.begin(), known.end(), k) == known.end()) throw UsageError(unknown_name("field", k, known, " in " + where));
 }
 
 std::map<std::string, std::vector<std::string>> map_of(const nlohmann::json& j, const char* key) {
@@ -75,8 +91,11 @@ std::vector<SuiteEntry> parse_suite(const std::string& text, const std::string& 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
+    check_fields(j, {"name", "about", "entries"}, "suite file '" + path + "'");
     std::vector<SuiteEntry> out;
     for (auto& e : j.at("entries")) {
+      check_fields(e, {"ops", "impls", "dtypes", "shapes", "attrs", "configs", "dists", "seeds", "about"},
+                   "an entry of suite file '" + path + "'");
       SuiteEntry s;
       s.ops = list_of<std::string>(e, "ops", {});
       s.impls = list_of<std::string>(e, "impls", {});
@@ -85,7 +104,7 @@ std::vector<SuiteEntry> parse_suite(const std::string& text, const std::string& 
       s.attrs = map_of(e, "attrs");
       s.configs = map_of(e, "configs");
       s.dists = list_of<std::string>(e, "dists", {"normal"});
-      s.seeds = list_of<uint64_t>(e, "seeds", {1});
+      s.seeds = seeds_of(e);
       if (s.ops.empty() || s.shapes.empty()) throw UsageError("suite entry needs 'ops' and 'shapes'");
       out.push_back(std::move(s));
     }
@@ -102,8 +121,25 @@ std::vector<Case> expand_suite(const std::vector<SuiteEntry>& entries, const std
   std::set<std::string> seen;
   const Registry& reg = registry();
   for (auto& e : entries) {
+    // An attribute or knob that no op (impl) of the entry has is a typo, not a choice
+    // that applies elsewhere: name it rather than run without it.
+    std::vector<std::string> attr_names, knob_names;
     for (auto& opname : e.ops) {
-      reg.op(opname);  // unknown op: UsageError
+      for (auto& a : reg.op(opname).attrs()) attr_names.push_back(a.name);  // unknown op: UsageError
+      for (auto* i : reg.impls(opname))
+        for (auto& kn : i->knobs()) knob_names.push_back(kn.name);
+    }
+    for (auto* v : {&attr_names, &knob_names}) {
+      std::sort(v->begin(), v->end());
+      v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+    for (auto& [k, v] : e.attrs)
+      if (std::find(attr_names.begin(), attr_names.end(), k) == attr_names.end())
+        throw UsageError(unknown_name("attribute", k, attr_names, " for the selected ops"));
+    for (auto& [k, v] : e.configs)
+      if (std::find(knob_names.begin(), knob_names.end(), k) == knob_names.end())
+        throw UsageError("invalid config: " + unknown_name("knob", k, knob_names, " for the selected impls"));
+    for (auto& opname : e.ops) {
       std::vector<const Impl*> impls;
       if (e.impls.empty()) {
         for (auto* i : reg.impls(opname))

@@ -86,6 +86,10 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
   std::string answer;
   while (true) {
     const LineWait got = next_line(from_child_, pending_, deadline, answer);
+    if (got == LineWait::interrupted || (got == LineWait::closed && stop_signal())) {
+      stop(true);  // a stop request abandons the case in flight (a worker the signal reached too is not a crash)
+      throw Interrupted{stop_signal()};
+    }
     if (got == LineWait::timeout) {
       stop(true);
       return error_result(c, env, "watchdog: no answer within " + std::to_string(timeout_s_) +
@@ -100,7 +104,13 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
     }
     if (j.is_object() && j.contains("external")) {  // the case asks the external worker
       auto t0 = Clock::now();
-      nlohmann::json a = relay_ ? relay_(j["external"]) : nlohmann::json{{"external_error", "this run has no worker"}};
+      nlohmann::json a;
+      try {
+        a = relay_ ? relay_(j["external"]) : nlohmann::json{{"external_error", "this run has no worker"}};
+      } catch (const Interrupted&) {
+        stop(true);
+        throw;
+      }
       std::string back = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       if (write(to_child_, back.data(), back.size()) != static_cast<ssize_t>(back.size())) {
         std::string how = stop(true);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "check/runner.hpp"
+#include "core/child_io.hpp"
 
 namespace kv {
 
@@ -25,7 +26,8 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  /// Runs one normalized case in the worker; never throws.
+  /// Runs one normalized case in the worker; throws only Interrupted (a stop signal: the
+  /// case is abandoned and the worker killed).
   nlohmann::json run(const Case& c, const RunEnv& env);
   int restarts() const { return restarts_; }
   /// Answers `{"external": req}` lines the worker writes while a case runs (requests to

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -128,9 +129,58 @@ std::map<std::string, std::string> parse_kv_list(std::string_view s, std::string
     size_t p = item.find_first_of(":=");
     if (p == std::string_view::npos || p == 0)
       throw UsageError("malformed " + std::string(what) + " entry '" + std::string(item) + "' (expected key=value)");
-    out[std::string(item.substr(0, p))] = std::string(item.substr(p + 1));
+    // A key given twice is a mistake either way (which one was meant?): never keep the last.
+    if (!out.emplace(std::string(item.substr(0, p)), std::string(item.substr(p + 1))).second)
+      throw UsageError(std::string(what) + " key '" + std::string(item.substr(0, p)) + "' given twice in '" +
+                       std::string(s) + "'");
   }
   return out;
+}
+
+uint64_t parse_seed(std::string_view s) {
+  std::string sv(s);
+  char* end = nullptr;
+  errno = 0;
+  const bool digits = !sv.empty() && sv.find_first_not_of("0123456789") == std::string::npos;
+  const uint64_t v = digits ? std::strtoull(sv.c_str(), &end, 10) : 0;
+  if (!digits || end != sv.c_str() + sv.size() || errno == ERANGE)
+    throw UsageError("malformed seed '" + sv + "' (a decimal integer from 0 to 18446744073709551615)");
+  return v;
+}
+
+namespace {
+/// Edits (insert, delete, substitute, swap two neighbours) from a to b: a swap is the
+/// commonest typo (mdoe for mode) and counts one.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+}  // namespace
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& known) {
+  const size_t limit = std::max<size_t>(1, (word.size() + 2) / 3);
+  std::string best;
+  size_t best_d = limit + 1;
+  for (auto& k : known) {
+    const size_t d = edit_distance(word, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+std::string unknown_name(std::string_view what, std::string_view word, const std::vector<std::string>& known,
+                         std::string_view where) {
+  std::string all;
+  for (auto& k : known) append_sep(all, ", ", k);
+  return "unknown " + std::string(what) + " '" + std::string(word) + "'" + std::string(where) + did_you_mean(word, known) +
+         " (known: " + (all.empty() ? "none" : all) + ")";
 }
 
 std::string Case::str() const {
@@ -151,12 +201,16 @@ Case Case::parse(std::string_view s) {
     throw UsageError("malformed case string: it must start with 'kv1' (case grammar version 1)");
   Case c;
   bool have_op = false, have_shape = false;
+  std::vector<std::string> seen;
   for (size_t i = 1; i < toks.size(); ++i) {
     auto t = toks[i];
     if (t.empty()) continue;
     size_t eq = t.find('=');
     if (eq == std::string_view::npos) throw UsageError("malformed case field '" + std::string(t) + "' (expected key=value)");
     std::string_view k = t.substr(0, eq), v = t.substr(eq + 1);
+    if (std::find(seen.begin(), seen.end(), k) != seen.end())
+      throw UsageError("case field '" + std::string(k) + "' given twice");
+    seen.emplace_back(k);
     if (k == "op") {
       c.op = v, have_op = true;
     } else if (k == "impl") {
@@ -180,20 +234,15 @@ Case Case::parse(std::string_view s) {
     } else if (k == "dist") {
       c.dist = v;
     } else if (k == "seed") {
-      std::string sv(v);
-      char* end = nullptr;
-      errno = 0;
-      c.seed = std::strtoull(sv.c_str(), &end, 10);
-      bool digits = !sv.empty() && sv.find_first_not_of("0123456789") == std::string::npos;
-      if (!digits || end != sv.c_str() + sv.size() || errno == ERANGE)
-        throw UsageError("malformed seed '" + sv + "'");
+      c.seed = parse_seed(v);
     } else if (k == "gen") {
       c.gen = static_cast<int>(parse_int(v, "generator version"));
       if (c.gen != kGeneratorVersion)
         throw UsageError("case needs input generator version " + std::to_string(c.gen) + ", this build has " +
                          std::to_string(kGeneratorVersion));
     } else {
-      throw UsageError("unknown case field '" + std::string(k) + "'");
+      throw UsageError(unknown_name("case field", k, {"op", "impl", "config", "shape", "dtypes", "attrs", "layout",
+                                                         "alias", "dist", "seed", "gen"}));
     }
   }
   if (!have_op) throw UsageError("malformed case string: no op=");

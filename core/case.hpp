@@ -64,7 +64,16 @@ int64_t parse_int(std::string_view s, std::string_view what);
 std::string shape_str(const std::vector<int64_t>& shape);
 std::vector<int64_t> parse_shape(std::string_view s);
 std::string hex64(uint64_t v);
-/// `k=v,k=v` or `k:v,k:v` into a map; throws UsageError on a malformed pair.
+/// `k=v,k=v` or `k:v,k:v` into a map; throws UsageError on a malformed pair or a key given twice.
 std::map<std::string, std::string> parse_kv_list(std::string_view s, std::string_view what);
+/// A seed: decimal digits only (no sign), at most 2^64 - 1; throws UsageError.
+uint64_t parse_seed(std::string_view s);
+/// " (did you mean 'x'?)" when one of `known` is a likely typo of `word` (edit distance at
+/// most a third of its length, at least 1), else "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& known);
+/// "unknown <what> 'word'<where> (did you mean 'x'?) (known: a, b, c)", the did-you-mean
+/// only where one is close.
+std::string unknown_name(std::string_view what, std::string_view word, const std::vector<std::string>& known,
+                         std::string_view where = "");
 
 }  // namespace kv

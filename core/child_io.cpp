@@ -2,6 +2,7 @@
 #include "core/child_io.hpp"
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,10 +11,29 @@
 
 namespace kv {
 
+namespace {
+volatile sig_atomic_t g_stop = 0;
+extern "C" void on_stop_signal(int sig) { g_stop = sig; }
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocking poll or read returns EINTR and looks again
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int stop_signal() { return g_stop; }
+
+std::string stop_signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal " + std::to_string(sig); }
+
 LineWait next_line(int fd, std::string& pending, std::chrono::steady_clock::time_point deadline, std::string& line) {
   using Clock = std::chrono::steady_clock;
   char buf[65536];
   while (true) {
+    if (stop_signal()) return LineWait::interrupted;
     size_t nl = pending.find('\n');
     if (nl != std::string::npos) {
       line = pending.substr(0, nl);

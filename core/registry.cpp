@@ -21,22 +21,22 @@ void Registry::add(std::unique_ptr<OpBinding> op) { ops_.push_back(std::move(op)
 void Registry::add(std::unique_ptr<Impl> impl) { impls_.push_back(std::move(impl)); }
 
 const OpBinding& Registry::op(const std::string& name) const {
-  std::string known;
+  std::vector<std::string> known;
   for (auto& o : ops_) {
     if (o->name() == name) return *o;
-    append_sep(known, ", ", o->name());
+    known.push_back(o->name());
   }
-  throw UsageError("unknown op '" + name + "' (known: " + known + ")");
+  throw UsageError(unknown_name("op", name, known));
 }
 
 const Impl& Registry::impl(const std::string& op, const std::string& name) const {
-  std::string known;
+  std::vector<std::string> known;
   for (auto& i : impls_) {
     if (i->op() != op) continue;
     if (i->name() == name) return *i;
-    if (!i->test_only()) append_sep(known, ", ", i->name());
+    if (!i->test_only()) known.push_back(i->name());
   }
-  throw UsageError("unknown impl '" + name + "' for op " + op + " (known: " + known + ")");
+  throw UsageError(unknown_name("impl", name, known, " for op " + op));
 }
 
 std::vector<const OpBinding*> Registry::ops() const {
@@ -54,14 +54,15 @@ std::vector<const Impl*> Registry::impls(const std::string& op) const {
 
 void Registry::normalize(Case& c) const {
   const OpBinding& b = op(c.op);
+  check_shape_size(c.shape);
   const Impl& im = impl(c.op, c.impl);
   auto knobs = im.knobs();
   for (auto& [k, v] : c.config) {
     auto it = std::find_if(knobs.begin(), knobs.end(), [&](auto& kn) { return kn.name == k; });
     if (it == knobs.end()) {
-      std::string names;
-      for (auto& kn : knobs) append_sep(names, ", ", kn.name);
-      throw UsageError("invalid config: impl " + c.impl + " has no knob '" + k + "' (knobs: " + names + ")");
+      std::vector<std::string> names;
+      for (auto& kn : knobs) names.push_back(kn.name);
+      throw UsageError("invalid config: " + unknown_name("knob", k, names, " for impl " + c.impl));
     }
     if (std::find(it->values.begin(), it->values.end(), v) == it->values.end()) {
       std::string vals;
@@ -72,6 +73,12 @@ void Registry::normalize(Case& c) const {
   for (auto& kn : knobs)
     if (!c.config.count(kn.name)) c.config[kn.name] = kn.values.front();
   b.normalize(c);
+  // Every tensor's storage in bytes, with its layout, fits (checked arithmetic throws).
+  for (auto& s : b.tensors(c)) {
+    TensorDesc d{s.name, s.dtype, s.shape, {}, 0};
+    if (auto it = c.layout.find(s.name); it != c.layout.end()) d.strides = it->second.strides, d.offset = it->second.offset;
+    d.storage_bytes();
+  }
 }
 
 Registry& registry() {

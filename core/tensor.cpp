@@ -2,6 +2,7 @@
 #include "core/tensor.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -12,10 +13,27 @@
 
 namespace kv {
 
+namespace {
+/// a * b + c, or UsageError when it leaves [0, kMaxElements]: a count that wraps would
+/// describe a smaller tensor than the shape names (2^64 elements becomes 0, a vacuous pass).
+int64_t checked_mad(int64_t a, int64_t b, int64_t c) {
+  int64_t r;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r) || r > kMaxElements)
+    throw UsageError("tensor size overflows: more than 2^" + std::to_string(std::countr_zero(uint64_t(kMaxElements))) +
+                     " elements");
+  return r;
+}
+}  // namespace
+
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) n = checked_mad(n, d, 0);
   return n;
+}
+
+void check_shape_size(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n = d == 0 ? n : checked_mad(n, d, 0);
 }
 
 int64_t TensorDesc::numel() const { return kv::numel(shape); }
@@ -38,8 +56,12 @@ int64_t TensorDesc::storage_elems() const {
   if (numel() == 0) return offset;
   int64_t far = 0;
   auto st = effective_strides();
-  for (size_t i = 0; i < shape.size(); ++i) far += (shape[i] - 1) * st[i];
-  return offset + far + 1;
+  for (size_t i = 0; i < shape.size(); ++i) far = checked_mad(shape[i] - 1, st[i], far);
+  return checked_mad(1, offset, far + 1);
+}
+
+int64_t TensorDesc::storage_bytes() const {
+  return checked_mad(storage_elems(), static_cast<int64_t>(dtype_size(dtype)), 0);
 }
 
 namespace {

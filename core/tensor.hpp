@@ -28,6 +28,8 @@ struct TensorDesc {
   bool contiguous() const;
   /// Elements of storage the view reaches: offset + farthest element + 1.
   int64_t storage_elems() const;
+  /// storage_elems() in bytes.
+  int64_t storage_bytes() const;
 };
 
 /// Host storage with canaries before and after the payload.
@@ -102,6 +104,13 @@ struct TensorSet {
   TensorView view(const std::string& name) const { return at(name).view(); }
 };
 
+/// The most elements (and bytes) a tensor may have: sizes and offsets computed from a shape
+/// stay far from int64's limit, so sums of a few of them cannot overflow either.
+inline constexpr int64_t kMaxElements = int64_t(1) << 56;
+/// The element count; UsageError when it exceeds kMaxElements (or a dimension is negative).
 int64_t numel(const std::vector<int64_t>& shape);
+/// UsageError when the product of the shape's non-zero dimensions exceeds kMaxElements,
+/// which bounds every tensor an op derives from the shape (before the op multiplies).
+void check_shape_size(const std::vector<int64_t>& shape);
 
 }  // namespace kv

@@ -95,6 +95,9 @@ nlohmann::json WorkerClient::exchange(const nlohmann::json& msg, const std::stri
     }
     case LineWait::closed:
       fail("exited during the " + what, false);
+    case LineWait::interrupted:
+      stop(true);  // the run stops: the request in flight is abandoned
+      throw Interrupted{stop_signal()};
     case LineWait::line:
       break;
   }

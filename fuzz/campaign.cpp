@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "check/results.hpp"
+#include "core/child_io.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "fuzz/curated.hpp"
@@ -42,24 +43,6 @@ struct Entry {
   std::string note;           // curated only
 };
 
-/// A kill during an append can leave a last line without its newline (a line is written
-/// whole and flushed, but may take more than one write). That tail is moved to
-/// <file>.partial, so its case reruns and the next append starts on a line of its own; a
-/// complete line that does not parse is left for read_results to report.
-void set_aside_partial_tail(const std::string& path) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec || size == 0) return;
-  std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.back() == '\n') return;
-  const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
-  std::ofstream(path + ".partial", std::ios::app) << text.substr(keep) << "\n";
-  fs::resize_file(path, keep);
-  std::cerr << "kverify: " << path << " ended in an incomplete line (an interrupted append): moved to " << path
-            << ".partial\n";
-}
-
 bool failing(const nlohmann::json& j) {
   const std::string v = j.value("verdict", "");
   return v == "fail" || v == "error";
@@ -76,8 +59,7 @@ class Campaign {
 
   /// Reads what an earlier session finished (results and shrunk failures of this seed).
   void load_done() {
-    for (auto* p : {&results_path_, &failures_path_}) set_aside_partial_tail(*p);
-    set_aside_partial_tail((dir_ / "shrinks.jsonl").string());
+    // Partial last lines were set aside when the writers opened the files.
     for (auto& j : read_results(results_path_)) {
       if (!j.contains("fuzz") || j["fuzz"].value("seed", uint64_t(0)) != st_.seed) continue;
       const int64_t idx = j["fuzz"].value("index", int64_t(0));
@@ -89,7 +71,22 @@ class Campaign {
       if (j.contains("fuzz") && j["fuzz"].value("seed", uint64_t(0)) == st_.seed) shrunk_.insert(j["fuzz"].value("index", int64_t(0)));
   }
 
+  /// The campaign; a stop signal (SIGINT, SIGTERM) abandons the case in flight and ends
+  /// with the totals of what finished (a later --resume reruns the rest).
   int run() {
+    install_stop_handlers();
+    try {
+      return run_all();
+    } catch (const Interrupted& e) {
+      finish(false);
+      std::cout << "interrupted by " << stop_signal_name(e.signal)
+                << ": the case in flight was abandoned; continue with the same command and --resume\n";
+      return e.exit_code();
+    }
+  }
+
+ private:
+  int run_all() {
     start_ = Clock::now();
     // The curated tier, once per impl of its op, numbered -1, -2, ... in file order.
     std::vector<Entry> curated;
@@ -113,11 +110,13 @@ class Campaign {
     if (st_.budget_cases >= 0) progress_.set_planned(static_cast<int64_t>(curated.size()) + planned());
     for (auto& e : curated) {
       if (out_of_time()) return finish(true);
+      if (stop_signal()) throw Interrupted{stop_signal()};
       process(e);
     }
     for (int64_t i = 0; st_.budget_cases < 0 || i < st_.budget_cases; ++i) {
       if (!st_.shard.has(i)) continue;
       if (out_of_time()) return finish(true);
+      if (stop_signal()) throw Interrupted{stop_signal()};
       const uint64_t key = splitmix(st_.seed ^ splitmix(static_cast<uint64_t>(i)));
       const int size = static_cast<int>(splitmix(key ^ 0x51ED) % 101);
       process(Entry{i, size, gens_[static_cast<size_t>(i) % gens_.size()](rc::Random(key), size), ""});
@@ -125,7 +124,6 @@ class Campaign {
     return finish(false);
   }
 
- private:
   const CampaignOptions& o_;
   const CampaignState& st_;
   const CampaignIO& io_;

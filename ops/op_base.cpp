@@ -70,8 +70,11 @@ void check_shape_nonneg(const Case& c) {
 
 void normalize_attrs(const std::string& op, const std::vector<AttrSpec>& specs, Case& c) {
   for (auto& [k, v] : c.attrs)
-    if (std::none_of(specs.begin(), specs.end(), [&](auto& s) { return s.name == k; }))
-      throw UsageError("unknown attribute '" + k + "' for " + op);
+    if (std::none_of(specs.begin(), specs.end(), [&](auto& s) { return s.name == k; })) {
+      std::vector<std::string> known;
+      for (auto& s : specs) known.push_back(s.name);
+      throw UsageError(unknown_name("attribute", k, known, " for " + op));
+    }
   for (auto& s : specs) {
     auto it = c.attrs.find(s.name);
     if (it == c.attrs.end()) {
@@ -92,7 +95,7 @@ void normalize_attrs(const std::string& op, const std::vector<AttrSpec>& specs, 
 
 void check_dist(const Case& c, const std::vector<std::string>& dists) {
   if (std::find(dists.begin(), dists.end(), c.dist) == dists.end())
-    throw UsageError("unknown value distribution '" + c.dist + "' for " + c.op);
+    throw UsageError(unknown_name("value distribution", c.dist, dists, " for " + c.op));
 }
 
 void normalize_dtypes(const std::string& op, const std::vector<std::pair<std::string, char>>& rules, Case& c) {

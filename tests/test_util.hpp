@@ -23,6 +23,15 @@ inline nlohmann::json run_in_process(kv::Case c) {
   return kv::run_case(c.str(), host_env(), cache);
 }
 
+/// Whether some output of a result line has no elements: such a case checked nothing and
+/// must be `skip`, never `pass`.
+inline bool has_empty_output(const nlohmann::json& j) {
+  if (!j.contains("outputs")) return false;
+  for (auto& [name, o] : j["outputs"].items())
+    if (o.value("n", int64_t(-1)) == 0) return true;
+  return false;
+}
+
 inline kv::Case rms_case(bool bwd, const std::string& impl, std::vector<int64_t> shape,
                          std::map<std::string, kv::DType> dtypes, std::string mode, uint64_t seed,
                          std::string dist = "normal") {

@@ -15,7 +15,7 @@ void check_sound(const std::string& op) {
   kv::Case c = kvtest::gen_op_case(op);
   auto j = kvtest::run_in_process(c);
   RC_LOG() << j.dump().substr(0, 3000) << "\n";
-  RC_ASSERT(j["verdict"] == "pass");
+  RC_ASSERT(j["verdict"] == (kvtest::has_empty_output(j) ? "skip" : "pass"));
 }
 
 }  // namespace

@@ -23,6 +23,10 @@ std::map<std::string, DType> gen_dtypes() {
 /// but only through NaN in elements whose admissible set is unbounded.
 void expect_sound(const nlohmann::json& j) {
   const std::string v = j["verdict"];
+  if (kvtest::has_empty_output(j)) {  // zero rows: nothing was checked
+    RC_ASSERT(v == "skip");
+    return;
+  }
   if (v == "fail") {
     RC_ASSERT(j["attrs"]["mode"] == "none");
     for (auto& [name, o] : j["outputs"].items()) RC_ASSERT(o["n_fail"] == o["n_fail_unverifiable"]);
@@ -69,10 +73,10 @@ TEST(RmsSoundness, UpwardRoundingAgainstTwiceTheUnitRoundoff) {
         }
 }
 
-TEST(RmsSoundness, EmptyTensorIsAValidPassingCase) {
+TEST(RmsSoundness, EmptyTensorRunsButIsSkippedNeverPassed) {
   for (bool bwd : {false, true}) {
     auto j = kvtest::run_in_process(kvtest::rms_case(bwd, "host", {0, 64}, {{"x", DType::bf16}}, "llama", 1));
-    EXPECT_EQ(j["verdict"], "pass") << j.dump();
+    EXPECT_EQ(j["verdict"], "skip") << j.dump();
   }
 }
 
