@@ -15,9 +15,7 @@
 #include "cli/fuzz_devices.hpp"
 #include "cli/sanitize.hpp"
 #include "cli/supervisor.hpp"
-#include "core/digest.hpp"
 #include "core/error.hpp"
-#include "core/safetensors.hpp"
 #include "core/registry.hpp"
 #include "fuzz/state.hpp"
 
