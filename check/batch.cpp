@@ -2,6 +2,7 @@
 #include "check/batch.hpp"
 
 #include "check/drift.hpp"
+#include "check/replay.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
 
@@ -20,15 +21,11 @@ std::vector<std::string> claimed(const nlohmann::json& result) {
 
 }  // namespace
 
-std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result) {
+std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result, int64_t extra_rows) {
   if (claimed(result).empty() || !c.layout.empty() || !c.alias.empty() || c.shape.size() < 2 || c.shape[0] < 1)
     return std::nullopt;
-  // FLCE's first dimension is not its rows alone (BT x H x V with the weight shared):
-  // its rows are drawn per coordinate too, but its outputs' layout differs; rope_table has
-  // no drawn rows.
-  if (c.op.rfind("fused_linear_cross_entropy", 0) == 0 || c.op.rfind("rope_table", 0) == 0) return std::nullopt;
   Case big = c;
-  big.shape[0] += 1 + c.shape[0] % 3;
+  big.shape[0] += extra_rows > 0 ? extra_rows : 1 + c.shape[0] % 3;
   try {
     registry().normalize(big);
   } catch (const UsageError&) {
@@ -62,6 +59,19 @@ nlohmann::json compare_batch(const Case& companion, const nlohmann::json& result
                                 std::to_string(l.shape[0]) + " rows");
   }
   return j;
+}
+
+std::string batch_replay_flags(int64_t extra_rows) { return " --batch-extra-rows " + std::to_string(extra_rows); }
+
+bool apply_batch_check(nlohmann::json& result, const nlohmann::json& check) {
+  result["batch_invariance"] = check;
+  if (check["violations"].empty()) return false;
+  std::string why;
+  for (auto& s : check["violations"]) append_sep(why, "; ", s.get<std::string>());
+  result["verdict"] = "fail";
+  result["reason"] = why + " (companion: " + check["companion"].get<std::string>() + ")";
+  result["replay"] = replay_command(result, batch_replay_flags(check.value("extra_rows", int64_t(0))));
+  return true;
 }
 
 }  // namespace kv

@@ -13,10 +13,11 @@
 
 namespace kv {
 
-/// The companion of c (first dimension grown by 1 + c.shape[0] % 3, normalized), or none
-/// where the check does not apply: no output claims batch_invariant in `result`'s
-/// contract, the case has layouts or aliases, or the op's inputs are not drawn per row.
-std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result);
+/// The companion of c (first dimension grown by extra_rows, by default 1 + c.shape[0] % 3
+/// so that row counts of every parity meet; normalized), or none where the check does not
+/// apply: no output claims batch_invariant in `result`'s contract, the case has layouts or
+/// aliases, or the companion is not a valid case.
+std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result, int64_t extra_rows = 0);
 
 /// Compares the claimed outputs of the case (`small`) with the first rows of the
 /// companion's (`big`): {"companion", "outputs": {name: {"n_diff", "max_ulps"}},
@@ -24,5 +25,12 @@ std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result)
 nlohmann::json compare_batch(const Case& companion, const nlohmann::json& result,
                              const std::map<std::string, StoredTensor>& small,
                              const std::map<std::string, StoredTensor>& big);
+
+/// The replay flags that rerun a case beside its companion (`kverify replay --batch-extra-rows`).
+std::string batch_replay_flags(int64_t extra_rows);
+
+/// Adds compare_batch's `check` (with "extra_rows") to a result line; where it has violations the
+/// line becomes a fail with them as its reason and its replay line reruns the pair. True then.
+bool apply_batch_check(nlohmann::json& result, const nlohmann::json& check);
 
 }  // namespace kv

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "check/replay.hpp"
 #include "check/results.hpp"
 
 namespace kv {
@@ -41,9 +42,11 @@ std::string cfg(const json& r) {
   return s;
 }
 
-/// Outputs of lines that share a digest key whose bits differ, under a claim.
+/// Outputs of lines that share a digest key whose bits differ, under a claim. The cause's
+/// replay is a drift analysis of the case (one run cannot show a determinism claim broken),
+/// under `forecast` (the other GPU's profile) when given.
 void bits_must_agree(const std::vector<const json*>& lines, const std::string& claim, const std::string& what,
-                     std::vector<GateCause>& out) {
+                     std::vector<GateCause>& out, const std::string& forecast = "") {
   if (lines.size() < 2) return;
   const json& r0 = *lines[0];
   const json outs = r0.value("outputs", json::object());
@@ -64,7 +67,7 @@ void bits_must_agree(const std::vector<const json*>& lines, const std::string& c
     out.push_back({"determinism", r0.value("op", "") + " " + r0.value("impl", "") + " output " + name + " claims " + claim +
                                       " but " + what + " give " + std::to_string(by_digest.size()) + " different bits (" +
                                       groups + ")",
-                   r0.value("case", "")});
+                   r0.value("case", ""), drift_command(r0, forecast)});
   }
 }
 
@@ -86,7 +89,8 @@ std::vector<GateCause> gate(const std::vector<json>& baseline, const std::vector
     if (auto it = base.find(id); it != base.end())
       for (auto* r : it->second) failed_before |= failed(*r);
     if (!failed_before)
-      out.push_back({"new_failure", bad->value("verdict", "") + ": " + bad->value("reason", ""), bad->value("case", "")});
+      out.push_back({"new_failure", bad->value("verdict", "") + ": " + bad->value("reason", ""), bad->value("case", ""),
+                     replay_command(*bad)});
   }
 
   // Determinism: repeats of one case (run_to_run), the baseline's lines of the same case
@@ -103,10 +107,11 @@ std::vector<GateCause> gate(const std::vector<json>& baseline, const std::vector
     for (auto* b : it->second) {
       if (!judged(*b) || b->value("impl_version", "") != judged_now[0]->value("impl_version", "")) continue;
       const bool same_gpu = b->value("device_name", "") == judged_now[0]->value("device_name", "");
+      const json sms = b->value("device", json::object()).value("profile", json::object()).value("sm_count", json());
       bits_must_agree({judged_now[0], b}, same_gpu ? "run_to_run" : "gpu_invariant",
                       same_gpu ? "the baseline and this run (same GPU, same impl version)"
                                : "the baseline's GPU and this one (same impl version)",
-                      out);
+                      out, same_gpu || !sms.is_number() ? "" : "sm_count=" + std::to_string(sms.get<int64_t>()));
       break;
     }
   }
@@ -137,7 +142,7 @@ std::vector<GateCause> gate(const std::vector<json>& baseline, const std::vector
         std::ostringstream s;
         s << r->value("op", "") << " " << r->value("impl", "") << " output " << name << ": p99 error ratio " << now
           << " against the baseline's " << was << " (more than " << kGateP99Growth << "x)";
-        out.push_back({"p99_growth", s.str(), r->value("case", "")});
+        out.push_back({"p99_growth", s.str(), r->value("case", ""), replay_command(*r)});
       }
     }
   }

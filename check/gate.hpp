@@ -12,6 +12,7 @@ struct GateCause {
   std::string kind;    // new_failure | determinism | p99_growth
   std::string detail;  // what, with the figures
   std::string case_str;
+  std::string replay;  // what reruns it: a replay of the case, a drift analysis for determinism (check/replay.hpp)
 };
 
 /// Both as read by read_results. Repeated lines of one case (a run repeated R times) are

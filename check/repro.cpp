@@ -4,9 +4,22 @@
 #include <filesystem>
 #include <fstream>
 
+#include "check/replay.hpp"
 #include "core/safetensors.hpp"
 
 namespace kv {
+
+namespace {
+
+/// case.json: the result line, its replay command (check/replay.hpp) and what the tensors hold.
+void write_case_json(const std::filesystem::path& d, const nlohmann::json& result, const std::string& tensors) {
+  nlohmann::json j = result;
+  j["replay"] = replay_command(result);
+  j["tensors"] = tensors;
+  std::ofstream((d / "case.json").string()) << j.dump(2) << "\n";
+}
+
+}  // namespace
 
 std::string write_repro(const std::string& dir, const Case& c, const TensorSet& ts, const RefResult& ref,
                         const std::vector<OutputEnclosure>& encs, const nlohmann::json& result) {
@@ -23,10 +36,20 @@ std::string write_repro(const std::string& dir, const Case& c, const TensorSet& 
     t["hi." + e.name] = f64_tensor(shape, e.hi.data(), e.hi.size());
   }
   write_safetensors((d / "tensors.safetensors").string(), t, {{"case", c.str()}, {"reference", ref.method}});
-  nlohmann::json j = result;
-  j["replay"] = "kverify replay '" + c.str() + "'";
-  j["tensors"] = "tensors.safetensors: inputs and outputs by name; ref.<out>, ref_err.<out>, lo.<out>, hi.<out> in F64";
-  std::ofstream((d / "case.json").string()) << j.dump(2) << "\n";
+  write_case_json(d, result, "tensors.safetensors: inputs and outputs by name; ref.<out>, ref_err.<out>, lo.<out>, hi.<out> in F64");
+  return d.string();
+}
+
+std::string write_batch_repro(const std::string& dir, const Case& c, const nlohmann::json& result,
+                              const std::map<std::string, StoredTensor>& outputs,
+                              const std::map<std::string, StoredTensor>& companion_outputs) {
+  const std::filesystem::path d = std::filesystem::path(dir) / hex64(c.case_id());
+  std::filesystem::create_directories(d);
+  const std::string companion = result.contains("batch_invariance") ? result["batch_invariance"].value("companion", "") : "";
+  write_safetensors((d / "outputs.safetensors").string(), outputs, {{"case", c.str()}});
+  write_safetensors((d / "companion.safetensors").string(), companion_outputs, {{"case", companion}});
+  write_case_json(d, result, "outputs.safetensors: the case's outputs; companion.safetensors: the companion's (the same "
+                             "rows first, then the rows it adds), by name");
   return d.string();
 }
 

@@ -103,7 +103,9 @@ nlohmann::json result_skeleton(const Case& c, const RunEnv& env) {
           {"device_name", env.device.name},
           {"host_threads", tbb::info::default_concurrency()},
           {"device", env.device.to_json()},
-          {"build", build_info()}};
+          {"build", build_info()},
+          {"impl_sources", env.sources.to_json()},
+          {"replay", replay_command(c.str(), env.device, env.sources)}};
 }
 
 nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string& reason) {

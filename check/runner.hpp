@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "check/replay.hpp"
 #include "core/case.hpp"
 #include "core/device.hpp"
 #include "core/registry.hpp"
@@ -26,6 +27,8 @@ struct RunEnv {
   /// Where every judged case leaves its outputs as <case_id>.safetensors (drift analysis
   /// compares them bit by bit); empty: nowhere.
   std::string outputs_dir;
+  /// Plugins and worker the run loaded: every result line's replay command names them.
+  ImplSources sources;
 };
 
 /// Generated inputs of one input identity and layout: the input buffers as generation

@@ -14,6 +14,7 @@
 
 #include "check/gate.hpp"
 #include "check/results.hpp"
+#include "cli/batch_check.hpp"
 #include "cli/common.hpp"
 #include "cli/drift.hpp"
 #include "cli/fuzz.hpp"
@@ -112,6 +113,10 @@ RunEnv make_env(const Common& c) {
   env.device = host_device();
 #endif
   env.device.profile.apply_overrides(c.profile);
+  for (auto& p : c.ext.plugins) env.sources.plugins.push_back(std::filesystem::absolute(p).string());
+  env.sources.worker = c.ext.worker;
+  if (!c.ext.worker.empty() && c.ext.worker_timeout_s != ExtensionOptions{}.worker_timeout_s)
+    env.sources.worker_timeout_s = c.ext.worker_timeout_s;
   auto now = std::chrono::system_clock::now().time_since_epoch();
   std::random_device rd;
   env.run_id = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) + "-" +
@@ -123,6 +128,7 @@ std::vector<std::string> worker_args(const Common& c, const RunEnv& env, const E
   std::vector<std::string> a = {"__worker", "--device", env.device.kind, "--run-id", env.run_id, "--repro-dir",
                                 (std::filesystem::absolute(c.out) / "repro").string()};
   if (!c.profile.empty()) a.insert(a.end(), {"--device-profile", c.profile});
+  if (!env.sources.empty()) a.insert(a.end(), {"--impl-sources", env.sources.to_json().dump()});
   for (auto& x : ext.worker_args()) a.push_back(x);
   return a;
 }
@@ -402,6 +408,10 @@ int kverify_main(int argc, char** argv) {
   add_common(replay, pc);
   add_sanitize_options(replay, pc);
   replay->add_option("case", replay_case, "the case string (kv1 op=... )")->required();
+  int64_t replay_batch_rows = 0;
+  replay->add_option("--batch-extra-rows", replay_batch_rows,
+                     "also run the case with N more leading rows and hold its batch_invariant claims to the shared rows' bits")
+      ->check(CLI::PositiveNumber);
 
   Common cc;
   std::string calib_out = "out/calibration.json";
@@ -440,6 +450,8 @@ int kverify_main(int argc, char** argv) {
   std::string worker_external;
   worker->add_option("--plugin", worker_plugins);
   worker->add_option("--external", worker_external);
+  std::string worker_sources;
+  worker->add_option("--impl-sources", worker_sources);
 
   try {
     app.parse(argc, argv);
@@ -460,7 +472,7 @@ int kverify_main(int argc, char** argv) {
       auto base = read_results(gate_base), now = read_results(gate_results, gate_run);
       if (now.empty()) throw UsageError("no result lines in " + gate_results + (gate_run.empty() ? "" : " for run " + gate_run));
       auto causes = gate(base, now);
-      for (auto& c : causes) std::cout << c.kind << ": " << c.detail << "\n    kverify replay '" << c.case_str << "'\n";
+      for (auto& c : causes) std::cout << c.kind << ": " << c.detail << "\n    " << c.replay << "\n";
       std::cout << "gate: " << now.size() << " result lines against " << base.size() << " baseline lines: "
                 << (causes.empty() ? "pass" : std::to_string(causes.size()) + " causes") << "\n";
       return causes.empty() ? 0 : 1;
@@ -479,6 +491,7 @@ int kverify_main(int argc, char** argv) {
       env.run_id = worker_run_id;
       env.repro_dir = worker_repro;
       env.outputs_dir = worker_outputs;
+      if (!worker_sources.empty()) env.sources = ImplSources::from_json(nlohmann::json::parse(worker_sources));
 #ifdef KV_HAVE_CUDA
       // Contracts are held to what this GPU's math functions measurably do.
       if (env.device.kind == "cuda") env.measured_ulps = calibrate_math().max_ulps;
@@ -535,6 +548,7 @@ int kverify_main(int argc, char** argv) {
       ext->register_stand_ins({c.op}, {c.impl}, env.device.kind);
       registry().normalize(c);
       check_runnable(c, env);
+      if (replay_batch_rows > 0) return replay_batch(c, replay_batch_rows, pc, env, *ext);
       return run_cases({c}, pc, env, false, *ext);
     }
     if (*run) {

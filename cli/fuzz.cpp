@@ -8,14 +8,14 @@
 #include <optional>
 
 #include "check/batch.hpp"
+#include "check/repro.hpp"
 #include "check/results.hpp"
 #include "check/runner.hpp"
+#include "cli/batch_check.hpp"
 #include "cli/fuzz_devices.hpp"
 #include "cli/sanitize.hpp"
 #include "cli/supervisor.hpp"
-#include "core/digest.hpp"
 #include "core/error.hpp"
-#include "core/safetensors.hpp"
 #include "core/registry.hpp"
 #include "fuzz/state.hpp"
 
@@ -85,14 +85,6 @@ double parse_bytes(const std::string& s, const std::string& what) {
   return v * it->second;
 }
 
-std::string replay_options(const Common& c, const RunEnv& env) {
-  std::string o = " --device " + env.device.kind;
-  if (!c.profile.empty()) o += " --device-profile " + c.profile;
-  for (auto& p : c.ext.plugins) o += " --plugin " + std::filesystem::absolute(p).string();
-  if (!c.ext.worker.empty()) o += " --worker '" + c.ext.worker + "'";
-  return o;
-}
-
 }  // namespace
 
 int run_fuzz_command(FuzzCommand& f) {
@@ -117,7 +109,6 @@ int run_fuzz_command(FuzzCommand& f) {
   auto ext = load_extensions(f.common, env);
   // Impls a failed plugin or worker would have offered stand in, so their cases are errors.
   ext->register_stand_ins(o.ops.empty() ? stored_ops(o.out) : o.ops, o.impls, env.device.kind);
-  o.replay_options = replay_options(f.common, env);
   const std::vector<std::string> wargs = worker_args(f.common, env, *ext);
   Supervisor sup(wargs, f.common.timeout_s);
   if (ext->has_worker()) sup.set_relay([&](const nlohmann::json& req) { return ext->relay(req); });
@@ -136,29 +127,23 @@ int run_fuzz_command(FuzzCommand& f) {
     }
     return registry().impl(c.op, c.impl).invalid_reason(c, env.device.profile);
   };
-  // Batch invariance: a second worker that keeps each case's outputs for the comparison.
+  // Batch invariance: a second worker that keeps each case's outputs for the comparison;
+  // a violation leaves both runs' outputs in the campaign's repro/ (check/repro.hpp).
   const std::string kept = (std::filesystem::path(o.out) / "batch-outputs").string();
-  std::vector<std::string> bargs = wargs;
-  bargs.insert(bargs.end(), {"--outputs-dir", kept});
-  Supervisor bsup(bargs, f.common.timeout_s);
+  Supervisor bsup(keeping_outputs(wargs, kept), f.common.timeout_s);
   if (ext->has_worker()) bsup.set_relay([&](const nlohmann::json& req) { return ext->relay(req); });
   io.batch = [&](const Case& c, const nlohmann::json& r) -> std::optional<nlohmann::json> {
     auto comp = batch_companion(c, r);
     if (!comp) return std::nullopt;
-    std::filesystem::create_directories(kept);
-    auto outputs_of = [&](const Case& k) -> std::optional<std::map<std::string, StoredTensor>> {
-      const nlohmann::json res = bsup.run(k, env);
-      const std::string v = res.value("verdict", "error");
-      const auto path = std::filesystem::path(kept) / (hex64(k.case_id()) + ".safetensors");
-      if ((v != "pass" && v != "unverifiable" && v != "fail") || !std::filesystem::exists(path)) return std::nullopt;
-      auto t = read_safetensors(path.string());
-      std::filesystem::remove(path);
-      return t;
-    };
-    auto small = outputs_of(c);
-    auto big = small ? outputs_of(*comp) : std::nullopt;
-    if (!small || !big) return std::nullopt;
-    return compare_batch(*comp, r, *small, *big);
+    auto pair = run_batch_pair(bsup, env, kept, c, *comp, r);
+    if (!pair) return std::nullopt;
+    if (!pair->check["violations"].empty()) {
+      nlohmann::json failed = r;
+      apply_batch_check(failed, pair->check);
+      const auto repro = std::filesystem::absolute(std::filesystem::path(o.out) / "repro");
+      pair->check["repro"] = write_batch_repro(repro.string(), c, failed, pair->small, pair->big);
+    }
+    return pair->check;
   };
   if (!f.common.sanitize.tools.empty()) {
     o.sanitize_every = f.common.sanitize.every;

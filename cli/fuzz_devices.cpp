@@ -21,6 +21,7 @@
 #include "core/cuda/cuda_device.hpp"
 #include "core/error.hpp"
 #include "fuzz/campaign.hpp"
+#include "fuzz/failure_class.hpp"
 
 namespace kv {
 
@@ -178,6 +179,11 @@ int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string&
   std::printf("; this session %lld new in %.1f s, %.1f cases/s over %d workers\n", static_cast<long long>(total - before),
               wall, wall > 0 ? static_cast<double>(total - before) / wall : 0.0, workers);
   std::fflush(stdout);
+  // The workers' own prints of their failures went to their logs: every failure here.
+  if (const auto failures = fs::path(out) / "failures.jsonl"; fs::exists(failures)) {
+    print_failures_by_class(read_results(failures.string()), std::cout);
+    std::cout << "failures: " << failures.string() << "\n" << std::flush;
+  }
   if (stop_signal()) {
     std::cout << "interrupted by " << stop_signal_name(stop_signal()) << ": each shard kept what finished; continue with "
               << "the same command and --resume\n";

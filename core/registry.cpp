@@ -86,4 +86,9 @@ Registry& registry() {
   return r;
 }
 
+DeterminismClaims with_batch_claim(const Case& c, const std::string& out, DeterminismClaims base) {
+  if (registry().op(c.op).row_local(c, out)) base.push_back("batch_invariant");
+  return base;
+}
+
 }  // namespace kv

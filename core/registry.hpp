@@ -70,6 +70,12 @@ class OpBinding {
   /// Fills default dtypes and attributes and canonicalizes; throws UsageError.
   virtual void normalize(Case& c) const = 0;
   virtual std::vector<TensorSpec> tensors(const Case& c) const = 0;
+  /// Whether each row of output `out` (its first dimension, as the case's) is a function of
+  /// that row of the per-row inputs and of the inputs every row shares (a weight, a scalar
+  /// dloss) alone: the premise of a batch_invariant claim. False for outputs reduced over
+  /// rows (dW, a mean or summed loss) and for those scaled by a batch-wide quantity (a mean
+  /// divides by the count of the batch's rows).
+  virtual bool row_local(const Case& c, const std::string& out) const = 0;
   /// Writes the inputs (counter-based, reproducible on every machine).
   virtual void generate(const Case& c, TensorSet& ts) const = 0;
   /// High-precision value of every output with a bound on its error (once per input identity).
@@ -146,6 +152,10 @@ class Registry {
 };
 
 Registry& registry();
+
+/// `base` plus batch_invariant where c's op allows that claim for `out`
+/// (OpBinding::row_local): how the built-in impls derive it from the case.
+DeterminismClaims with_batch_claim(const Case& c, const std::string& out, DeterminismClaims base);
 /// Registers the built-in ops and impls (idempotent).
 void register_builtin();
 

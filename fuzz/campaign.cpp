@@ -10,11 +10,14 @@
 #include <set>
 #include <sstream>
 
+#include "check/batch.hpp"
+#include "check/replay.hpp"
 #include "check/results.hpp"
 #include "core/child_io.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "fuzz/curated.hpp"
+#include "fuzz/failure_class.hpp"
 #include "fuzz/gen.hpp"
 #include "fuzz/progress.hpp"
 #include "fuzz/shrink.hpp"
@@ -200,14 +203,8 @@ class Campaign {
     ++tally_.run;
     count(j, e.index < 0);
     progress_.update(tally_);
-    if (batch_fail) {
-      const std::string comp = j["batch_invariance"]["companion"].get<std::string>();
-      record_unshrunk(e, j, "batch invariance", "", {{"replay_companion", "kverify replay '" + comp + "'" + o_.replay_options}});
-    } else if (sanitizer_fail) {
-      std::string tools;
-      for (auto& [tool, r] : j["sanitizer"].items()) tools += (tools.empty() ? "" : ",") + tool;
-      record_unshrunk(e, j, "sanitizer", " --sanitize " + tools, {{"sanitizer", j["sanitizer"]}});
-    }
+    if (batch_fail) record_unshrunk(e, j, "batch invariance", {{"batch_invariance", j["batch_invariance"]}});
+    else if (sanitizer_fail) record_unshrunk(e, j, "sanitizer", {{"sanitizer", j["sanitizer"]}});
     else if (failing(j)) shrink(e, j);
   }
 
@@ -232,42 +229,44 @@ class Campaign {
     if (errors == 0) return false;
     j["verdict"] = "fail";
     j["reason"] = "compute-sanitizer " + why + (j.value("reason", "").empty() ? "" : "; " + j.value("reason", ""));
+    std::string tools;
+    for (auto& [tool, r] : j["sanitizer"].items()) append_sep(tools, ",", tool);
+    j["replay"] = replay_command(j, " --sanitize " + tools);  // reruns the tools
     return true;
   }
 
   /// Adds the batch-invariance check to a passing result; true when it broke the claim
-  /// (the result is then a fail with the violations as its reason).
+  /// (the result is then a fail with the violations as its reason, and its replay line
+  /// reruns the case beside its companion: check/batch.hpp).
   bool batch_check(const Case& c, nlohmann::json& j) {
     const std::string v = j.value("verdict", "");
     if (!io_.batch || (v != "pass" && v != "unverifiable")) return false;
     auto b = io_.batch(c, j);
     if (!b) return false;
-    j["batch_invariance"] = *b;
-    if ((*b)["violations"].empty()) return false;
-    std::string why;
-    for (auto& s : (*b)["violations"]) why += (why.empty() ? "" : "; ") + s.get<std::string>();
-    j["verdict"] = "fail";
-    j["reason"] = why + " (companion: " + (*b)["companion"].get<std::string>() + ")";
-    return true;
+    nlohmann::json check = *b;
+    const std::string repro = check.value("repro", "");
+    check.erase("repro");
+    const bool broken = apply_batch_check(j, check);
+    if (broken && !repro.empty()) j["repro"] = repro;
+    return broken;
   }
 
   /// A failure that needs more than the case alone to show (a batch-invariance companion,
-  /// a sanitizer) is recorded as it is, not shrunk (the shrinker reruns cases alone):
-  /// `replay_flags` go on its replay line, `extra` adds fields (a replay_companion line is
-  /// printed too).
-  void record_unshrunk(const Entry& e, const nlohmann::json& j, const std::string& what, const std::string& replay_flags,
-                       const nlohmann::json& extra) {
-    const std::string c = j.value("case", "");
-    nlohmann::json f = {{"case", c},
+  /// a sanitizer) is recorded as it is, not shrunk (the shrinker reruns cases alone); its
+  /// replay line (the result's) carries what reruns it, `extra` adds fields.
+  void record_unshrunk(const Entry& e, const nlohmann::json& j, const std::string& what, const nlohmann::json& extra) {
+    nlohmann::json f = {{"case", j.value("case", "")},
                         {"verdict", "fail"},
                         {"reason", j.value("reason", "")},
-                        {"replay", "kverify replay '" + c + "'" + o_.replay_options + replay_flags},
+                        {"class", failure_class(j)},
+                        {"replay", replay_command(j)},
+                        {"repro", j.value("repro", "")},
                         {"shrink", {{"runs", 0}, {"steps", 0}, {"complete", false}}},
                         {"fuzz", fuzz_info(e)}};
     f.update(extra);
     std::string text = "fail #" + std::to_string(e.index) + " (" + what + "): " + f["reason"].get<std::string>() +
                        "\n    " + f["replay"].get<std::string>() + "\n";
-    if (f.contains("replay_companion")) text += "    " + f["replay_companion"].get<std::string>() + "\n";
+    if (!f["repro"].get<std::string>().empty()) text += "    repro: " + f["repro"].get<std::string>() + "\n";
     record_failure(e, f, text);
   }
 
@@ -299,17 +298,15 @@ class Campaign {
           ++tally_.shrink_runs;
           progress_.update(tally_, "shrinking " + label + ": " + std::to_string(n) + " runs");
         });
-    std::string replay = "kverify replay '";
-    replay += r.minimal.str();
-    replay += "'";
-    replay += o_.replay_options;
+    const std::string replay = replay_command(r.result);
     nlohmann::json f = {{"case", r.minimal.str()},
                         {"verdict", r.result.value("verdict", "error")},
                         {"reason", r.result.value("reason", "")},
+                        {"class", failure_class(r.result)},
                         {"replay", replay},
                         {"repro", r.result.value("repro", "")},
                         {"original", {{"case", first.value("case", "")}, {"reason", first.value("reason", "")},
-                                      {"repro", first.value("repro", "")}}},
+                                      {"class", failure_class(first)}, {"repro", first.value("repro", "")}}},
                         {"shrink", {{"runs", r.runs}, {"steps", r.steps}, {"complete", r.complete}}},
                         {"fuzz", fuzz_info(e)}};
     std::ostringstream text;
@@ -338,7 +335,10 @@ class Campaign {
       for (auto& [tool, why] : sanitizer_skips_) std::cout << "  " << tool << " SKIPPED: " << why << "\n";
     }
     std::cout << "results: " << results_path_ << "\nsummary: " << html << "\n";
-    if (tally_.failures || !shrunk_.empty()) std::cout << "failures (shrunk): " << failures_path_ << "\n";
+    if (tally_.failures || !shrunk_.empty()) {
+      print_failures_by_class(read_results(failures_path_), std::cout);
+      std::cout << "failures (shrunk): " << failures_path_ << "\n";
+    }
     return tally_.failing() > 0 ? 1 : 0;
   }
 };

@@ -30,7 +30,6 @@ struct CampaignOptions {
   bool resume = false;
   int max_shrink_runs = 200;
   double max_shrink_seconds = 300;                 // per failure: a hang costs the watchdog per run
-  std::string replay_options;                      // appended to replay lines (--plugin ...)
   int sanitize_every = 0;                          // > 0: generated indices divisible by it are sanitized
 };
 
@@ -41,7 +40,8 @@ struct CampaignIO {
   std::function<nlohmann::json(const Case&)> run;
   std::function<std::optional<std::string>(const Case&)> refused;
   /// Optional: the batch-invariance check of a case that passed (check/batch.hpp), run for
-  /// every 8th generated case; none where it does not apply. Violations make the case fail.
+  /// every 8th generated case: compare_batch's object with "extra_rows" (and "repro", the
+  /// bundle of a violation), none where it does not apply. Violations make the case fail.
   std::function<std::optional<nlohmann::json>(const Case&, const nlohmann::json&)> batch;
   /// Reruns a case under the sanitizer tools: per tool {"errors": N, "log": ...} or
   /// {"skipped": why}. Errors make the case fail.

@@ -1,5 +1,6 @@
 // Shrinking a failing case through the case runner: walk RapidCheck's shrinks of the
-// case, keep the first candidate that still fails the same way, repeat until none does.
+// case, keep the first candidate that still fails the same way (same verdict, same failure
+// class: fuzz/failure_class.hpp), repeat until none does.
 #pragma once
 #include <rapidcheck.h>
 
@@ -8,13 +9,9 @@
 
 #include "core/case.hpp"
 #include "fuzz/campaign.hpp"
+#include "fuzz/failure_class.hpp"
 
 namespace kv {
-
-/// Whether result b fails the way result a did: the same verdict; for `fail` at least one
-/// failing part in common (an output, an out-of-bounds write on a tensor, a modified
-/// input); for `error` the same kind of error (the reason up to its first ':' or '(').
-bool same_failure(const nlohmann::json& a, const nlohmann::json& b);
 
 struct ShrinkResult {
   Case minimal;

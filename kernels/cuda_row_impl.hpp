@@ -39,9 +39,12 @@ ReductionShape dw_rows_reduction(int64_t rows, int64_t partials, rowcuda::DwStra
 /// fp32 workspaces per summed output `o`: `<o>_partials` [G][n] and `<o>_acc` [n].
 std::vector<WorkspaceReq> dw_workspaces(const std::vector<std::string>& outputs, int64_t partials, int64_t n);
 
-/// Claims of an output computed row by row: the same bits on every run, GPU, batch size
-/// and row position; not across num_warps (the row sums' shape follows it).
-inline DeterminismClaims rowwise_claims() { return {"run_to_run", "gpu_invariant", "batch_invariant"}; }
+/// Claims of an output computed row by row: the same bits on every run and GPU, and at
+/// every batch size and row position where the op's rows are independent
+/// (OpBinding::row_local); not across num_warps (the row sums' shape follows it).
+inline DeterminismClaims rowwise_claims(const Case& c, const std::string& out) {
+  return with_batch_claim(c, out, {"run_to_run", "gpu_invariant"});
+}
 
 class CudaRowImpl : public CudaImpl {
  public:

@@ -76,6 +76,12 @@ class CrossEntropyOp : public PolicyOp<CrossEntropyOp> {
     if (bwd_) return i / last_dim(c);
     return c.attr("reduction") == "none" ? i : -1;
   }
+  /// The loss per row under reduction none only (mean and sum reduce over the batch); the
+  /// gradient's rows are per row under none and sum (dloss is per row, or one scalar every
+  /// row shares) but not under mean, which divides by the batch's count of rows not ignored.
+  bool output_row_local(const Case& c, int) const {
+    return c.attr("reduction") == "none" || (bwd_ && c.attr("reduction") == "sum");
+  }
   std::vector<AxisLen> axes(const Case& c) const { return {{"row", last_dim(c)}, {"rows", row_count(c), true}}; }
 
   template <class P, class S>

@@ -107,6 +107,13 @@ class FlceOp : public PolicyOp<FlceOp> {
     if (!bwd_) return c.attr("reduction") == "none" ? i : -1;
     return o == 0 ? i / c.shape[1] : -1;
   }
+  /// As cross_entropy: the loss per row under none only; dx (output 0 of the backward) per
+  /// row under none and sum, not under mean (divided by the batch's count of rows not
+  /// ignored); dweight and dbias sum over rows.
+  bool output_row_local(const Case& c, int o) const {
+    const std::string& red = c.attr("reduction");
+    return bwd_ ? o == 0 && red != "mean" : red == "none";
+  }
   std::vector<AxisLen> axes(const Case& c) const {
     return {{"h", c.shape[1]}, {"row", c.shape[2]}, {"v", c.shape[2]}, {"rows", c.shape[0], true}};
   }

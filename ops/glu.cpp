@@ -40,6 +40,7 @@ class GluOp : public PolicyOp<GluOp<Geglu>> {
   int64_t cols(const Case& c) const { return c.shape.back() > 0 ? c.shape.back() : 1; }
   int64_t rows(const Case& c) const { return numel(c.shape) / cols(c); }
   int64_t row_of(const Case& c, int, int64_t i) const { return i / cols(c); }
+  bool output_row_local(const Case&, int) const { return true; }  // elementwise
   std::vector<AxisLen> axes(const Case&) const { return {}; }
 
   template <class P, class S>

@@ -72,6 +72,8 @@ class LayerNormOp : public PolicyOp<LayerNormOp> {
     if (bwd_) return o == 0 ? i / last_dim(c) : -1;
     return o == 0 ? i / last_dim(c) : i;
   }
+  /// y, mean, rstd and dx per row (w and b shared); dW and dB sum over rows.
+  bool output_row_local(const Case&, int o) const { return !bwd_ || o == 0; }
   std::vector<AxisLen> axes(const Case& c) const {
     if (bwd_) return {{"row", last_dim(c)}, {"rows", row_count(c), true}};
     return {{"row", last_dim(c)}};

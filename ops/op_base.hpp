@@ -120,6 +120,7 @@ class PolicyEval {
 ///   std::vector<std::pair<std::string, char>> dtype_rules(const Case&) const;
 ///   int64_t rows(const Case&) const;           // independent rows
 ///   int64_t row_of(const Case&, int out, int64_t i) const;  // -1: depends on every row
+///   bool output_row_local(const Case&, int out) const;       // OpBinding::row_local
 ///   template <class P, class S>
 ///   void compute(const Case&, const OpInputs&, const P&, S& sink, RowSet, bool parallel) const;
 /// where sink(out, i, value) receives output `out` (in tensors() order) at element i.
@@ -150,6 +151,13 @@ class PolicyOp : public OpBinding, public PolicyEval {
     normalize_dtypes(name(), self().dtype_rules(c), c);
     self().check(c);
     check_layouts(c, tensors(c));
+  }
+
+  bool row_local(const Case& c, const std::string& out) const override {
+    const auto outs = outputs(c);
+    for (size_t o = 0; o < outs.size(); ++o)
+      if (outs[o].name == out) return self().output_row_local(c, static_cast<int>(o));
+    return false;
   }
 
   RefResult reference(const Case& c, const TensorSet& ts) const override {

@@ -71,6 +71,9 @@ class RmsNormBinding : public OpBinding {
     check_layouts(c, tensors(c));
   }
 
+  /// Each row's y, rstd and dx come from that row of x (and dy) with w; dW sums over rows.
+  bool row_local(const Case&, const std::string& out) const override { return out != "dw"; }
+
   std::vector<TensorSpec> tensors(const Case& c) const override {
     std::vector<int64_t> rows_shape = c.shape;  // every dimension but the last
     rows_shape.pop_back();

@@ -65,6 +65,8 @@ class RopeOp : public PolicyOp<RopeOp> {
     RopeGeom g = rope_geom(c);
     return i / ((o == 0 ? g.hq : g.hk) * g.d);
   }
+  /// A sample's tokens are rotated by that sample's positions (its grid) alone.
+  bool output_row_local(const Case&, int) const { return true; }
   std::vector<AxisLen> axes(const Case&) const { return {}; }
 
   template <class P, class S>

@@ -19,14 +19,6 @@ namespace kv {
 
 using json = nlohmann::json;
 
-std::string replay_command(const json& j) {
-  const std::string kind = j.contains("device") ? j["device"].value("kind", "host") : "host";
-  const std::string overrides = j.contains("device") && j["device"].contains("profile")
-                                    ? j["device"]["profile"].value("overrides", "") : "";
-  return "kverify replay --device " + kind + (overrides.empty() ? "" : " --device-profile " + overrides) + " '" +
-         j.value("case", "") + "'";
-}
-
 namespace {
 
 std::string joined(const json& obj, char kv_sep) {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "check/replay.hpp"  // replay_command: the failures' replay lines
+
 namespace kv {
 
 struct ReportOptions {
@@ -30,9 +32,6 @@ std::pair<double, double> torch_default_tolerance(const std::string& dtype);
 
 nlohmann::json build_report(const std::vector<nlohmann::json>& lines, const std::vector<nlohmann::json>& drifts,
                             const ReportOptions& opt);
-
-/// `kverify replay ...` for a result line, with its device kind and profile overrides.
-std::string replay_command(const nlohmann::json& result);
 
 /// The report as one self-contained HTML page (charts inlined; works offline).
 std::string render_report_html(const nlohmann::json& report);

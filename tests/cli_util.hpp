@@ -1,4 +1,5 @@
-// Helpers for tests that drive the kverify binary: run a command, a fresh temp directory.
+// Helpers for tests that drive the kverify binary: run a command (or one as kverify prints
+// it), a fresh temp directory.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,16 @@ inline Out sh(const std::string& bin, const std::string& args) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
   int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+/// Runs a command line as kverify prints it (`kverify replay ...`, `kverify drift ...`),
+/// verbatim, from directory dir (created; its output lands in dir/out) with `kverify` on
+/// PATH being bin.
+inline Out sh_as_printed(const std::string& line, const std::string& dir, const std::string& bin) {
+  std::filesystem::create_directories(dir + "/bin");
+  std::filesystem::remove(dir + "/bin/kverify");
+  std::filesystem::create_symlink(bin, dir + "/bin/kverify");
+  return sh("cd '" + dir + "' && PATH='" + dir + "/bin':\"$PATH\"", line);
 }
 
 inline std::string tmpdir(const std::string& name) {

@@ -1,6 +1,7 @@
 // Registration of the test-only impls.
 #include "test_impls.hpp"
 
+#include "core/device.hpp"
 #include "ops/cross_entropy.hpp"
 #include "ops/flce.hpp"
 #include "ops/glu.hpp"
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <csignal>
+#include <random>
 #include <thread>
 
 namespace kvtest {
@@ -69,14 +71,75 @@ class Upward : public kv::Impl {
   std::unique_ptr<kv::Impl> base_;
 };
 
-/// The host RMSNorm claiming batch_invariant (its contract) while, for about half of the
-/// row counts (a hash of it), its fp32 rstd comes out one ulp higher: inside the
-/// enclosure (every case passes), but the bits of a row change with the batch size.
-class BatchDependent : public kv::Impl {
+/// The host RMSNorm forward at one fixed blocking (num_warps=4, order=asc, whatever its
+/// knobs say), so that every determinism claim holds for it and it makes all four, but the
+/// one it is built to break: where that claim's condition shows, its fp32 rstd comes out
+/// one ulp higher (inside the enclosure: a case alone passes, only the claim's check can
+/// see it). The negative controls of the determinism checks; `test.claims_kept` breaks
+/// none (their positive control).
+class ClaimBreaker : public kv::Impl {
  public:
-  BatchDependent() : base_(kv::make_host_rms_norm(false)) {}
+  enum Breaks { none, run_to_run, config_invariant, gpu_invariant, batch_invariant };
+  explicit ClaimBreaker(Breaks b) : breaks_(b), base_(kv::make_host_rms_norm(false)) {}
   std::string op() const override { return "rms_norm.fwd"; }
-  std::string name() const override { return "test.batch_dependent"; }
+  std::string name() const override {
+    static const char* names[] = {"test.claims_kept", "test.breaks_run_to_run", "test.breaks_config_invariant",
+                                  "test.breaks_gpu_invariant", "test.batch_dependent"};
+    return names[breaks_];
+  }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return "test"; }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_->knobs(); }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    kv::Contract k = base_->contract(fixed(c), p);
+    for (const char* t : {"y", "rstd"})
+      k.determinism[t] = {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"};
+    return k;
+  }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    base_->run(ts, fixed(c), p);
+    auto rstd = ts.view("rstd");
+    if (rstd.desc.dtype != kv::DType::f32) return;
+    const uint64_t rows = static_cast<uint64_t>(kv::numel(c.shape) / std::max<int64_t>(c.shape.back(), 1));
+    std::random_device rd;  // run_to_run: a fresh draw per row and run
+    for (int64_t r = 0; r < rstd.desc.numel(); ++r) {
+      bool bump = false;
+      switch (breaks_) {
+        case none: break;
+        case run_to_run: bump = rd() & 1; break;
+        case config_invariant: bump = c.config_int("num_warps", 4) != 4; break;
+        // As a kernel that splits its work by the SM count would: other bits on another GPU.
+        case gpu_invariant: bump = p.sm_count != kv::host_device().profile.sm_count; break;
+        // About half of the row counts (a hash of the count).
+        case batch_invariant: bump = ((rows * 2654435761u) >> 7) & 1; break;
+      }
+      if (!bump) continue;
+      double v = 0;
+      rstd.read(r, 1, &v);
+      rstd.store(r, std::nextafter(static_cast<float>(v), std::numeric_limits<float>::infinity()));
+    }
+  }
+
+ private:
+  static kv::Case fixed(kv::Case c) {
+    c.config["num_warps"] = "4";
+    c.config["order"] = "asc";
+    return c;
+  }
+  Breaks breaks_;
+  std::unique_ptr<kv::Impl> base_;
+};
+
+/// The host RMSNorm forward with two bugs at different row lengths: below 64 it writes NaN
+/// over each row's first y, from 64 on it scales y by 17/16 (out of its enclosure). A
+/// failure found at a long row must shrink to a long row: the short rows fail too, but
+/// another way (fuzz/failure_class.hpp).
+class TwoBugs : public kv::Impl {
+ public:
+  TwoBugs() : base_(kv::make_host_rms_norm(false)) {}
+  std::string op() const override { return "rms_norm.fwd"; }
+  std::string name() const override { return "test.two_bugs"; }
   std::string device() const override { return "host"; }
   std::string version() const override { return "test"; }
   bool test_only() const override { return true; }
@@ -84,13 +147,16 @@ class BatchDependent : public kv::Impl {
   kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override { return base_->contract(c, p); }
   void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
     base_->run(ts, c, p);
-    const uint64_t rows = static_cast<uint64_t>(kv::numel(c.shape) / std::max<int64_t>(c.shape.back(), 1));
-    auto rstd = ts.view("rstd");
-    if (!(((rows * 2654435761u) >> 7) & 1) || rstd.desc.dtype != kv::DType::f32) return;
-    for (int64_t r = 0; r < rstd.desc.numel(); ++r) {
+    auto y = ts.view("y");
+    const int64_t n = c.shape.back();
+    for (int64_t i = 0; i < y.desc.numel(); ++i) {
+      if (n < 64) {
+        if (i % n == 0) y.store(i, std::numeric_limits<double>::quiet_NaN());
+        continue;
+      }
       double v = 0;
-      rstd.read(r, 1, &v);
-      rstd.store(r, std::nextafter(static_cast<float>(v), std::numeric_limits<float>::infinity()));
+      y.read(i, 1, &v);
+      y.store(i, v * 17 / 16);
     }
   }
 
@@ -136,7 +202,10 @@ void register_test_impls() {
   kv::register_flce_faults(r);
   r.add(std::make_unique<Upward>(false));
   r.add(std::make_unique<Upward>(true));
-  r.add(std::make_unique<BatchDependent>());
+  for (auto b : {ClaimBreaker::none, ClaimBreaker::run_to_run, ClaimBreaker::config_invariant,
+                 ClaimBreaker::gpu_invariant, ClaimBreaker::batch_invariant})
+    r.add(std::make_unique<ClaimBreaker>(b));
+  r.add(std::make_unique<TwoBugs>());
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
 #ifdef KV_HAVE_CUDA

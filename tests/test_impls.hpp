@@ -1,5 +1,7 @@
-// Test-only impls: the planted RMSNorm bugs (named host.bug.<name>), and impls that
-// crash or hang inside the worker.
+// Test-only impls: the planted RMSNorm bugs (named host.bug.<name>), impls that crash or
+// hang inside the worker, impls that each break one determinism claim (test.breaks_<claim>,
+// test.batch_dependent; test.claims_kept keeps them all) and one with two bugs at two row
+// lengths (test.two_bugs).
 #pragma once
 #include <string>
 #include <vector>

@@ -36,10 +36,10 @@ class CudaCrossEntropy : public CudaRowImpl {
     k.reductions["row"] = cecuda::row_shape(cecuda::plan(c, v, row_dtype(c), p), v);
     k.reductions["rows"] = cecuda::rows_shape(rows);
     // Rows are independent of each other and of where the GPU runs them, except through
-    // the sums over rows: the loss under mean/sum, the gradient's scale under mean.
-    const std::string red = c.attr("reduction");
-    const bool batch = bwd_ ? red != "mean" : red == "none";
-    k.determinism[bwd_ ? "dlogits" : "loss"] = batch ? rowwise_claims() : DeterminismClaims{"run_to_run", "gpu_invariant"};
+    // the sums over rows (the loss under mean/sum, the gradient's scale under mean), whose
+    // fixed shape does not follow the GPU either: rowwise_claims leaves batch_invariant out.
+    const std::string out = bwd_ ? "dlogits" : "loss";
+    k.determinism[out] = rowwise_claims(c, out);
     return k;
   }
 

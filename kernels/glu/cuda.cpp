@@ -41,7 +41,7 @@ class CudaGlu : public CudaImpl {
     k.math_ulps = {{"exp", 2.0}, {"tanh", 2.0}};
     k.fma = true;
     for (const char* t : bwd_ ? std::vector<const char*>{"da", "db"} : std::vector<const char*>{"c"})
-      k.determinism[t] = {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"};
+      k.determinism[t] = with_batch_claim(c, t, {"run_to_run", "config_invariant", "gpu_invariant"});
     return k;
   }
 

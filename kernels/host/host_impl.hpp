@@ -61,14 +61,15 @@ class HostImpl : public Impl {
   std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"4", "1", "2", "8", "16", "32"}}}; }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
-    Contract k = host_contract(op_.axes(c), 32 * c.config_int("num_warps", 4));
-    int o = 0;
-    for (auto& t : op_.tensors(c)) {
-      if (t.role != Role::output) continue;
-      bool rowwise = op_.row_of(c, o++, 0) >= 0;
-      k.determinism[t.name] = rowwise ? DeterminismClaims{"run_to_run", "gpu_invariant", "batch_invariant"}
-                                      : DeterminismClaims{"run_to_run", "gpu_invariant"};
-    }
+    const std::vector<AxisLen> axes = op_.axes(c);
+    Contract k = host_contract(axes, 32 * c.config_int("num_warps", 4));
+    // Serial code whose sums are shaped by num_warps alone (never by the device profile):
+    // the same bits on every run and device; on every config only where nothing is summed;
+    // at every batch size where the op's rows are independent (OpBinding::row_local).
+    DeterminismClaims base = {"run_to_run", "gpu_invariant"};
+    if (axes.empty()) base.push_back("config_invariant");
+    for (auto& t : op_.tensors(c))
+      if (t.role == Role::output) k.determinism[t.name] = with_batch_claim(c, t.name, base);
     return k;
   }
 

@@ -34,10 +34,10 @@ class CudaLayerNorm : public CudaTeamImpl {
     k.reductions["row"] = row_reduction(n, 32 * wpr(c), rowcuda::chunk_elems(row_dtype(c)));
     if (bwd_) {
       k.reductions["rows"] = dw_rows_reduction(numel(c.shape) / n, programs(c, p), dw_strategy(c));
-      k.determinism["dx"] = rowwise_claims();
+      k.determinism["dx"] = rowwise_claims(c, "dx");
       k.determinism["dw"] = k.determinism["db"] = dw_claims(c);
     } else {
-      for (const char* t : {"y", "mean", "rstd"}) k.determinism[t] = rowwise_claims();
+      for (const char* t : {"y", "mean", "rstd"}) k.determinism[t] = rowwise_claims(c, t);
     }
     return k;
   }

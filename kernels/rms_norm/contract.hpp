@@ -6,6 +6,7 @@
 
 #include "core/case.hpp"
 #include "core/contract.hpp"
+#include "core/registry.hpp"
 #include "core/tensor.hpp"
 
 namespace kv {
@@ -27,16 +28,18 @@ inline Contract rms_norm_contract(const Case& c, bool bwd, ReductionShape row, i
   // x's dtype is an acc step of the reference.
   k.math_ulps["rsqrt"] = 2.0;
   k.reductions["row"] = row;
-  DeterminismClaims rowwise = {"run_to_run", "gpu_invariant", "batch_invariant"};
+  // A row's outputs follow its own sum alone (batch_invariant where the op's rows are
+  // independent: with_batch_claim); the sum's shape follows the config, not the device.
+  const DeterminismClaims rowwise = {"run_to_run", "gpu_invariant"};
   if (bwd) {
     const int64_t rows = numel(c.shape) / c.shape.back();
     // dW accumulates in fp32 in every mode (as Liger's dW_row does).
     k.reductions["rows"] = {ceil_div(std::max<int64_t>(rows, 1), partials), 0, partials, DType::f32};
-    k.determinism["dx"] = rowwise;
+    k.determinism["dx"] = with_batch_claim(c, "dx", rowwise);
     k.determinism["dw"] = std::move(dw_claims);
   } else {
-    k.determinism["y"] = rowwise;
-    k.determinism["rstd"] = rowwise;
+    k.determinism["y"] = with_batch_claim(c, "y", rowwise);
+    k.determinism["rstd"] = with_batch_claim(c, "rstd", rowwise);
   }
   return k;
 }

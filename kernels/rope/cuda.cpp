@@ -17,8 +17,10 @@ namespace kv {
 namespace {
 
 /// Every output of an elementwise kernel whose operations do not depend on the config,
-/// the GPU or the row's neighbours.
-const DeterminismClaims kElementwise = {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"};
+/// the GPU or the row's neighbours (batch_invariant where the op's rows are independent).
+DeterminismClaims elementwise_claims(const Case& c, const std::string& out) {
+  return with_batch_claim(c, out, {"run_to_run", "config_invariant", "gpu_invariant"});
+}
 
 uint8_t* payload(const DevView& v) {
   return static_cast<uint8_t*>(v.base) + v.desc.offset * static_cast<int64_t>(dtype_size(v.desc.dtype));
@@ -55,8 +57,7 @@ class CudaRope : public CudaImpl {
     k.acc = DType::f32;
     k.fma = false;
     k.ftz = false;
-    for (auto& t : io(2)) k.determinism[t] = kElementwise;
-    (void)c;
+    for (auto& t : io(2)) k.determinism[t] = elementwise_claims(c, t);
     return k;
   }
 
@@ -151,7 +152,7 @@ class CudaRopeTable : public CudaImpl {
   std::string version() const override { return KV_IMPL_VERSION_CUDA_ROPE; }
   std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"8", "1", "2", "4", "16", "32"}}}; }
 
-  Contract contract(const Case&, const DeviceProfile&) const override {
+  Contract contract(const Case& c, const DeviceProfile&) const override {
     // angle = __fmul_rn(pos, inv_freq) is the mandated fp32 rounding; cosf and sinf are
     // CUDA's full-range functions: 2 ulp each (CUDA C++ Programming Guide, Mathematical
     // Functions, single precision), no other arithmetic.
@@ -160,7 +161,7 @@ class CudaRopeTable : public CudaImpl {
     k.fma = false;
     k.ftz = false;
     k.math_ulps = {{"sin", 2.0}, {"cos", 2.0}};
-    k.determinism["cos"] = k.determinism["sin"] = kElementwise;
+    for (const char* t : {"cos", "sin"}) k.determinism[t] = elementwise_claims(c, t);
     return k;
   }
 

@@ -31,7 +31,7 @@ class CudaSoftmax : public CudaTeamImpl {
     // A team of P = 32*wpr lanes per row (cuda_launch.hpp): row_reduction's shape with P.
     const int64_t n = c.shape.back();
     k.reductions["row"] = row_reduction(n, 32 * smcuda::wpr(n, row_dtype(c), bwd_, num_warps(c)), rowcuda::chunk_elems(row_dtype(c)));
-    k.determinism[bwd_ ? "dx" : "y"] = rowwise_claims();
+    k.determinism[bwd_ ? "dx" : "y"] = rowwise_claims(c, bwd_ ? "dx" : "y");
     return k;
   }
 

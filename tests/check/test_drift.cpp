@@ -96,3 +96,40 @@ TEST(Drift, PerSmDwChangesUnderA108SmForecastAndFixedPartialsDoNot) {
   EXPECT_NE(text.find("| `dw=per_sm,num_warps=8,order=asc` | pass,pass | run_to_run | identical | **changes**"), std::string::npos)
       << text.substr(0, 2000);
 }
+
+TEST(Drift, EachPlantedClaimBreakerIsFlaggedForItsClaimAndTheHonestImplsPass) {
+  // test.breaks_<claim> moves its rstd by an ulp exactly where <claim> says the bits stay
+  // (tests/test_impls.cpp); test.claims_kept makes the same four claims and keeps them.
+  const std::string out = kvtest::tmpdir("drift_breakers");
+  const std::string args = " --op rms_norm.fwd --dtype fp32 --shape 64x256 --repeat 2 --forecast sm_count=108 --out ";
+  const std::vector<std::string> all = {"run_to_run", "config_invariant", "gpu_invariant"};
+  for (const std::string& claim : all) {
+    auto o = kvtest::sh(KV_TESTBIN, "drift --impl test.breaks_" + claim + args + out + "/" + claim);
+    EXPECT_EQ(o.code, 1) << o.text;
+    std::ifstream f(out + "/" + claim + "/drift.json");
+    auto rep = nlohmann::json::parse(f);
+    ASSERT_FALSE(rep["violations"].empty()) << claim;
+    int own = 0;
+    for (auto& v : rep["violations"]) {
+      const std::string s = v.get<std::string>();
+      own += s.find("claims " + claim) != std::string::npos;
+      // Bits that change from run to run differ between configs and forecast too; the
+      // others break their own claim alone.
+      if (claim != "run_to_run") {
+        EXPECT_NE(s.find("claims " + claim), std::string::npos) << s;
+      }
+    }
+    EXPECT_GT(own, 0) << rep["violations"].dump();
+  }
+  auto kept = kvtest::sh(KV_TESTBIN, "drift --impl test.claims_kept" + args + out + "/kept");
+  EXPECT_EQ(kept.code, 0) << kept.text;
+  // The honest host impls under the same analysis: RMSNorm (no config_invariant claim: its
+  // sums follow num_warps) and SwiGLU (elementwise: config_invariant claimed and kept).
+  EXPECT_EQ(kvtest::sh(KV_BIN, "drift --impl host" + args + out + "/host").code, 0);
+  auto glu = kvtest::sh(KV_BIN, "drift --op swiglu.fwd --impl host --dtype bf16 --shape 64x256 --repeat 2 "
+                                "--forecast sm_count=108 --out " + out + "/glu");
+  EXPECT_EQ(glu.code, 0) << glu.text;
+  std::ifstream g(out + "/glu/drift.json");
+  auto grep = nlohmann::json::parse(g);
+  EXPECT_EQ(grep["configs"][0]["claims"]["c"], nlohmann::json({"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"}));
+}

@@ -251,11 +251,59 @@ TEST(FuzzCli, ABatchDependentImplBreaksItsBatchInvarianceClaim) {
   }
   EXPECT_GE(checked, 4);
   EXPECT_GT(broken, 0);
-  for (auto& f : kv::read_results(d + "/failures.jsonl")) EXPECT_TRUE(f.contains("replay_companion")) << f.dump();
+  // Each failure's replay reruns the pair (tests/cli/test_replay.cpp runs them).
+  for (auto& f : kv::read_results(d + "/failures.jsonl")) {
+    EXPECT_NE(f["replay"].get<std::string>().find("--batch-extra-rows"), std::string::npos) << f.dump();
+    EXPECT_EQ(f["class"], "rstd:claim_batch_invariant") << f.dump();
+  }
   // The real host impl keeps its claim on the same campaign.
   Out h = sh(KV_TESTBIN, "fuzz --device host --op rms_norm.fwd --impl host --budget-cases 64 --seed 12 "
                          "--max-elements 8192 --curated none --out " + d + "/host");
   EXPECT_EQ(h.code, 0) << h.text;
+}
+
+TEST(FuzzCli, ShrinkingKeepsAFailuresClass) {
+  // test.two_bugs writes NaN below N = 64 and scales y from 64 on: a failure found at a
+  // long row would shrink to one of length 1 if any failure of y were the same failure.
+  const std::string d = tmpdir("fuzz_classes");
+  Out o = sh(KV_TESTBIN, "fuzz --device host --op rms_norm.fwd --impl test.two_bugs --budget-cases 12 --seed 21 "
+                         "--max-elements 8192 --curated none --out " + d);
+  EXPECT_EQ(o.code, 1) << o.text;
+  std::set<std::string> classes;
+  for (auto& f : kv::read_results(d + "/failures.jsonl")) {
+    const std::string cls = f["class"];
+    classes.insert(cls);
+    EXPECT_EQ(cls, f["original"]["class"]) << f.dump();
+    kv::Case m = kv::Case::parse(f["case"].get<std::string>()), first = kv::Case::parse(f["original"]["case"].get<std::string>());
+    EXPECT_EQ(m.shape.back() >= 64, first.shape.back() >= 64) << f.dump();
+    if (cls == "y:out_of_enclosure") {
+      EXPECT_EQ(m.shape.back(), 64) << m.str();  // the shortest row of that bug
+    } else {
+      EXPECT_EQ(m.shape.back(), 1) << m.str();
+    }
+  }
+  // Both bugs were met, so the property above was put to the test.
+  EXPECT_EQ(classes, (std::set<std::string>{"y:nan", "y:out_of_enclosure"})) << o.text;
+  // The end of the campaign lists every failure by class.
+  EXPECT_NE(o.text.find(" in 2 classes:\n  "), std::string::npos) << o.text;
+}
+
+TEST(FuzzCli, AMultiWorkerCampaignPrintsEveryFailureByClass) {
+  // The workers print their failures into their own logs: the parent lists them all, with
+  // their reasons and replay lines, from the joined failures.jsonl.
+  const std::string d = tmpdir("fuzz_devices_failures");
+  Out o = sh(KV_TESTBIN, "fuzz --device host --devices 2 --op rms_norm.fwd --impl test.two_bugs --budget-cases 12 "
+                         "--seed 21 --max-elements 8192 --curated none --out " + d);
+  EXPECT_EQ(o.code, 1) << o.text;
+  auto failures = kv::read_results(d + "/failures.jsonl");
+  ASSERT_GE(failures.size(), 2u) << o.text;
+  const size_t listed = o.text.find("failures in ");
+  ASSERT_NE(listed, std::string::npos) << o.text;
+  for (auto& f : failures) {
+    EXPECT_NE(o.text.find("  " + f["class"].get<std::string>() + ": ", listed), std::string::npos) << f["class"];
+    EXPECT_NE(o.text.find(f["reason"].get<std::string>(), listed), std::string::npos) << f["reason"];
+    EXPECT_NE(o.text.find(f["replay"].get<std::string>(), listed), std::string::npos) << f["replay"];
+  }
 }
 
 TEST(FuzzCli, UsageErrorsExitTwo) {
