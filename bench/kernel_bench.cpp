@@ -106,11 +106,13 @@ int main(int argc, char** argv) {
           for (auto& w : ci->workspaces(c, dev.profile)) ts.workspaces[w.name] = std::make_shared<kv::Buffer>(w.bytes);
           double bytes = 0, main_bytes = 0, held = 0;
           std::set<const kv::Buffer*> buffers;
+          const auto canaries = kv::device_canary_bytes(ts);
           for (auto& s : ts.slots) {
             const double b = static_cast<double>(kv::numel(s.desc.shape)) * kv::dtype_size(s.desc.dtype);
             bytes += b;
             main_bytes = std::max(main_bytes, b);
-            if (buffers.insert(s.buffer.get()).second) held += static_cast<double>(s.buffer->raw().size());
+            if (buffers.insert(s.buffer.get()).second)
+              held += static_cast<double>(s.buffer->payload_bytes() + 2 * canaries.at(s.buffer.get()));
           }
           size_t free_before = 0, free_after = 0, total = 0;
           KV_CUDA(cudaMemGetInfo(&free_before, &total));

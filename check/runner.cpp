@@ -142,8 +142,10 @@ TensorSet allocate_tensors(const Case& c, const OpBinding& op) {
       slot.desc.strides = in.desc.strides;
       slot.desc.offset = in.desc.offset;
       slot.buffer = in.buffer;
+      slot.buffer->set_label(in.desc.name + " (" + s.name + " written in place)");
     } else {
       slot.buffer = std::make_shared<Buffer>(static_cast<size_t>(slot.desc.storage_elems()) * dtype_size(s.dtype));
+      slot.buffer->set_label(s.name);
       slot.buffer->poison(s.dtype);
     }
     ts.slots.push_back(std::move(slot));
@@ -207,7 +209,7 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
     for (auto& s : ts.slots) {
       if (s.role != Role::input) continue;
       const auto& b = snap->buffers[k++];
-      if (aliased(s)) s.buffer->raw() = b->raw();  // written in place: a private copy
+      if (aliased(s)) s.buffer->copy_from(*b);  // written in place: a private copy
       else s.buffer = b;
     }
     for (auto& s : ts.slots)  // outputs aliasing an input follow its buffer
@@ -222,7 +224,8 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
       if (s.role != Role::input) continue;
       if (aliased(s)) {
         auto copy = std::make_shared<Buffer>(s.buffer->payload_bytes());
-        copy->raw() = s.buffer->raw();
+        copy->copy_from(*s.buffer);
+        copy->set_label("cached copy of " + s.desc.name);
         snap->buffers.push_back(copy);
       } else {
         snap->buffers.push_back(s.buffer);
@@ -294,6 +297,7 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   // Workspaces, poisoned and canaried like tensors.
   for (auto& w : impl.workspaces(c, prof)) {
     auto b = std::make_shared<Buffer>(w.bytes);
+    b->set_label("workspace " + w.name);
     b->poison(w.poison_as);
     ts.workspaces[w.name] = b;
   }

@@ -24,6 +24,7 @@
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "ext/extensions.hpp"
+#include "ext/plugin_probe.hpp"
 #include "kv_default_suite.hpp"
 #include "kv_standard_suite.hpp"
 #include "reports/summary.hpp"
@@ -73,6 +74,9 @@ void add_extension_options(CLI::App* app, ExtensionOptions& o) {
   app->add_option("--plugin", o.plugins, "a plugin (.so) registering impls (repeatable; include/kverify/plugin.h)");
   app->add_option("--worker", o.worker, "an external worker command, started once (examples/worker/PROTOCOL.md)");
   app->add_option("--worker-timeout", o.worker_timeout_s, "watchdog seconds per worker request (default 300)")
+      ->check(seconds_check());
+  app->add_option("--plugin-timeout", o.plugin_timeout_s,
+                  "watchdog seconds for loading a plugin and for each contract() answer of it (default 60)")
       ->check(seconds_check());
 }
 
@@ -453,6 +457,11 @@ int kverify_main(int argc, char** argv) {
   std::string worker_sources;
   worker->add_option("--impl-sources", worker_sources);
 
+  std::string probe_plugin;
+  auto* probe = app.add_subcommand("__plugin-probe", "internal: loads one plugin and answers contract questions");
+  probe->group("");
+  probe->add_option("plugin", probe_plugin)->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -498,6 +507,7 @@ int kverify_main(int argc, char** argv) {
 #endif
       return worker_main(env, [&](FILE* to_parent) { load_extensions_in_worker(worker_plugins, worker_external, to_parent); });
     }
+    if (*probe) return plugin_probe_main(probe_plugin);
     if (*calib) {
 #ifdef KV_HAVE_CUDA
       RunEnv env = make_env(cc);

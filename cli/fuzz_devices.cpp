@@ -20,6 +20,7 @@
 #include "cli/supervisor.hpp"
 #include "core/cuda/cuda_device.hpp"
 #include "core/error.hpp"
+#include "core/spawn.hpp"
 #include "fuzz/campaign.hpp"
 #include "fuzz/failure_class.hpp"
 
@@ -84,35 +85,23 @@ std::vector<std::string> without_own_options(const std::vector<std::string>& arg
 }
 
 /// Starts argv_s with stdout and stderr appended to `log` (and CUDA_VISIBLE_DEVICES set when
-/// cuda_device >= 0). Everything the child needs is prepared before fork: between fork and
-/// exec it only calls async-signal-safe functions.
+/// cuda_device >= 0, removed otherwise); it dies with this process (core/spawn.hpp).
 pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, int cuda_device) {
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_s.emplace_back(*e);
-  if (cuda_device >= 0) env_s.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(cuda_device));
-  auto pointers = [](std::vector<std::string>& v) {
-    std::vector<char*> p;
-    for (auto& s : v) p.push_back(s.data());
-    p.push_back(nullptr);
-    return p;
-  };
-  std::vector<std::string> args = argv_s;
-  std::vector<char*> argv = pointers(args), envp = pointers(env_s);
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot open " + log);
-  pid_t pid = fork();
-  if (pid < 0) {
+  SpawnOptions o;
+  o.argv = argv_s;
+  o.env = {cuda_device >= 0 ? "CUDA_VISIBLE_DEVICES=" + std::to_string(cuda_device) : "CUDA_VISIBLE_DEVICES"};
+  o.out = o.err = fd;
+  Spawned s;
+  try {
+    s = spawn_child(o);
+  } catch (...) {
     close(fd);
-    throw std::runtime_error("fork failed");
-  }
-  if (pid == 0) {
-    dup2(fd, 1), dup2(fd, 2);
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
+    throw;
   }
   close(fd);
-  return pid;
+  return s.pid;
 }
 
 }  // namespace

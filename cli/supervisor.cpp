@@ -1,11 +1,9 @@
 // Worker processes: spawn, talk over pipes, watchdog, restart.
 #include "cli/supervisor.hpp"
 
-#include "core/child_io.hpp"
+#include "core/guard_pages.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,71 +11,36 @@
 
 namespace kv {
 
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "kverify";
-  buf[n] = 0;
-  return buf;
-}
-
 Supervisor::Supervisor(std::vector<std::string> worker_args, double timeout_s)
     : args_(std::move(worker_args)), timeout_s_(timeout_s) {
   signal(SIGPIPE, SIG_IGN);
 }
 
-Supervisor::~Supervisor() {
-  if (pid_ > 0) stop(false);
-}
+Supervisor::~Supervisor() { stop(false); }
 
 void Supervisor::start() {
-  int in[2], out[2];
-  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-  std::string exe = self_exe();
-  std::vector<std::string> argv_s = wrapper_;
-  argv_s.push_back(exe);
-  argv_s.insert(argv_s.end(), args_.begin(), args_.end());
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    std::vector<char*> argv;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    if (wrapper_.empty()) execv(exe.c_str(), argv.data());
-    else execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  pid_ = pid;
-  to_child_ = in[1];
-  from_child_ = out[0];
-  pending_.clear();
+  SpawnOptions o;
+  o.argv = wrapper_;
+  o.argv.push_back(self_exe());
+  o.argv.insert(o.argv.end(), args_.begin(), args_.end());
+  // A wrapper (compute-sanitizer) starts the worker as its own child: the whole group
+  // must go when kverify does.
+  o.own_group = !wrapper_.empty();
+  child_.start(o);
+  crash_note_.clear();
   if (started_once_) ++restarts_;
   started_once_ = true;
 }
 
-std::string Supervisor::stop(bool kill_it) {
-  if (pid_ <= 0) return "not running";
-  if (to_child_ >= 0) close(to_child_);
-  if (kill_it) kill(pid_, SIGKILL);
-  int status = 0;
-  waitpid(pid_, &status, 0);
-  if (from_child_ >= 0) close(from_child_);
-  pid_ = -1, to_child_ = -1, from_child_ = -1;
-  return exit_status_text(status);
-}
+std::string Supervisor::stop(bool kill_it) { return child_.stop(kill_it ? 0 : -1); }
 
 nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
   try {
-    if (pid_ <= 0) start();
+    if (!child_.running()) start();
   } catch (const std::exception& e) {
     return error_result(c, env, std::string("cannot start worker: ") + e.what());
   }
-  std::string line = c.str() + "\n";
-  if (write(to_child_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+  if (!child_.write(c.str() + "\n")) {
     std::string how = stop(true);
     return error_result(c, env, "worker died before the case was sent (" + how + "); restarted");
   }
@@ -85,7 +48,7 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
   auto deadline = deadline_after(timeout_s_);
   std::string answer;
   while (true) {
-    const LineWait got = next_line(from_child_, pending_, deadline, answer);
+    const LineWait got = child_.read_line(deadline, answer);
     if (got == LineWait::interrupted || (got == LineWait::closed && stop_signal())) {
       stop(true);  // a stop request abandons the case in flight (a worker the signal reached too is not a crash)
       throw Interrupted{stop_signal()};
@@ -111,12 +74,15 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
         stop(true);
         throw;
       }
-      std::string back = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-      if (write(to_child_, back.data(), back.size()) != static_cast<ssize_t>(back.size())) {
+      if (!child_.write(a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")) {
         std::string how = stop(true);
         return error_result(c, env, "worker died during the case (" + how + "); restarted");
       }
       deadline += Clock::now() - t0;
+      continue;
+    }
+    if (j.is_object() && j.contains("crash")) {  // its last words (core/guard_fault.hpp), the exit follows
+      crash_note_ = j["crash"].is_string() ? j["crash"].get<std::string>() : j["crash"].dump();
       continue;
     }
     try {
@@ -129,12 +95,15 @@ nlohmann::json Supervisor::run(const Case& c, const RunEnv& env) {
     }
   }
   std::string how = stop(false);
-  return error_result(c, env, "worker crashed (" + how + "); restarted");
+  return error_result(c, env, "worker crashed (" + how + (crash_note_.empty() ? "" : ": " + crash_note_) + "); restarted");
 }
 
 int worker_main(const RunEnv& env, const std::function<void(FILE*)>& setup) {
   int proto = dup(1);
   dup2(2, 1);
+  // An impl that writes into a buffer's guard page dies here; the parent learns which
+  // buffer from this line before it sees the crash.
+  install_guard_fault_report(proto);
   FILE* out = fdopen(proto, "w");
   if (setup) setup(out);
   RefCache cache;

@@ -12,11 +12,9 @@
 
 #include "check/runner.hpp"
 #include "core/child_io.hpp"
+#include "core/spawn.hpp"
 
 namespace kv {
-
-/// This executable's path (/proc/self/exe), or "kverify".
-std::string self_exe();
 
 class Supervisor {
  public:
@@ -41,9 +39,8 @@ class Supervisor {
   std::function<nlohmann::json(const nlohmann::json&)> relay_;
   std::vector<std::string> args_;
   double timeout_s_;
-  pid_t pid_ = -1;
-  int to_child_ = -1, from_child_ = -1;
-  std::string pending_;
+  PipedChild child_;
+  std::string crash_note_;  // what the worker said about its own crash (a guard page hit)
   int restarts_ = 0;
   bool started_once_ = false;
 

@@ -1,10 +1,14 @@
 // Reading lines from a child with a deadline; describing how it ended.
 #include "core/child_io.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <stdexcept>
 
 #include <algorithm>
 #include <cstring>
@@ -68,6 +72,81 @@ std::string last_line(const std::string& text) {
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
   auto nl = t.rfind('\n');
   return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+void PipedChild::start(SpawnOptions o) {
+  stop(0);
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]), close(in[1]);
+    throw std::runtime_error("pipe failed");
+  }
+  o.in = in[0], o.out = out[1];
+  try {
+    s_ = spawn_child(o);
+  } catch (...) {
+    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+    throw;
+  }
+  close(in[0]);
+  close(out[1]);
+  to_ = in[1], from_ = out[0];
+  pending_.clear();
+}
+
+bool PipedChild::write(const std::string& text) {
+  size_t done = 0;
+  while (to_ >= 0 && done < text.size()) {
+    const ssize_t n = ::write(to_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return to_ >= 0;
+}
+
+LineWait PipedChild::read_line(std::chrono::steady_clock::time_point deadline, std::string& line) {
+  if (from_ < 0) return LineWait::closed;
+  return next_line(from_, pending_, deadline, line);
+}
+
+void PipedChild::close_pipes() {
+  if (to_ >= 0) close(to_);
+  if (from_ >= 0) close(from_);
+  to_ = -1, from_ = -1;
+}
+
+std::string PipedChild::stop(double grace_s) {
+  if (s_.pid <= 0) return "not running";
+  if (to_ >= 0) close(to_);  // end of input: a well-behaved child exits
+  to_ = -1;
+  int status = 0;
+  pid_t r = 0;
+  if (grace_s < 0) {
+    r = waitpid(s_.pid, &status, 0);
+  } else {
+    for (int i = 0; i < static_cast<int>(grace_s * 10) && (r = waitpid(s_.pid, &status, WNOHANG)) == 0; ++i)
+      usleep(100000);
+  }
+  if (r != s_.pid) {
+    if (s_.guard > 0) end_group(s_);  // the child with everything it started
+    else kill(s_.pid, SIGKILL);
+    waitpid(s_.pid, &status, 0);
+  }
+  end_group(s_);  // stragglers of its group
+  close_pipes();
+  s_ = Spawned{};
+  return exit_status_text(status);
+}
+
+bool PipedChild::reap_if_exited() {
+  int status = 0;
+  if (s_.pid <= 0 || waitpid(s_.pid, &status, WNOHANG) != s_.pid) return false;
+  end_group(s_);
+  close_pipes();
+  s_ = Spawned{};
+  return true;
 }
 
 }  // namespace kv

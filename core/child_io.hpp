@@ -1,9 +1,12 @@
 // Talking to a child process over pipes: the next line of its output within a deadline,
 // how it ended in words, and the last line of a text (a log's tail in error messages).
-// Shared by kverify's own worker supervisor and the external-worker client.
+// Shared by kverify's own worker supervisor, the plugin probes and the external-worker
+// client.
 #pragma once
 #include <chrono>
 #include <string>
+
+#include "core/spawn.hpp"
 
 namespace kv {
 
@@ -39,5 +42,34 @@ std::string exit_status_text(int status);
 
 /// The last non-empty line of a text, trailing newlines and spaces dropped.
 std::string last_line(const std::string& text);
+
+/// A child whose stdin and stdout are pipes to this process (core/spawn.hpp ties its life
+/// to kverify's). Killed and reaped when destroyed.
+class PipedChild {
+ public:
+  PipedChild() = default;
+  ~PipedChild() { stop(0); }
+  PipedChild(const PipedChild&) = delete;
+  PipedChild& operator=(const PipedChild&) = delete;
+
+  /// Starts o.argv (o.in and o.out are the pipes); throws std::runtime_error.
+  void start(SpawnOptions o);
+  bool running() const { return s_.pid > 0; }
+  /// Writes all of text; false when the child cannot take it (it has gone).
+  bool write(const std::string& text);
+  /// The next line of its stdout (next_line on the pipe).
+  LineWait read_line(std::chrono::steady_clock::time_point deadline, std::string& line);
+  /// Closes its stdin, gives it grace_s seconds to exit (forever when negative, none when
+  /// 0), kills it (its whole group when it has one) and reaps it: how it ended, in words.
+  std::string stop(double grace_s);
+  /// Reaps it (and ends its group) if it has exited on its own; true then.
+  bool reap_if_exited();
+
+ private:
+  Spawned s_;
+  int to_ = -1, from_ = -1;
+  std::string pending_;
+  void close_pipes();
+};
 
 }  // namespace kv

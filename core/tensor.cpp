@@ -1,10 +1,9 @@
-// Tensor views, canaried buffers and poisoning.
+// Tensor views, guarded and canaried buffers, poisoning.
 #include "core/tensor.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 
 #include <tbb/parallel_for.h>
@@ -66,73 +65,44 @@ int64_t TensorDesc::storage_bytes() const {
 
 namespace {
 
-/// Released buffer storage, reused by the next Buffer of a size it can hold: large
-/// tensors then cost no fresh page faults from case to case.
-struct Pool {
-  std::mutex mu;
-  std::vector<ByteBuf> free;
-  size_t bytes = 0;
-  static constexpr size_t kMaxBytes = size_t(24) << 30;
-};
-Pool& pool() {
-  static Pool* p = new Pool;  // never destroyed: buffers may be released at exit
-  return *p;
-}
-
-ByteBuf take(size_t n) {
-  Pool& p = pool();
-  std::lock_guard<std::mutex> g(p.mu);
-  size_t best = p.free.size();
-  for (size_t i = 0; i < p.free.size(); ++i)
-    if (p.free[i].capacity() >= n && (best == p.free.size() || p.free[i].capacity() < p.free[best].capacity())) best = i;
-  if (best == p.free.size()) return {};
-  ByteBuf v = std::move(p.free[best]);
-  p.free.erase(p.free.begin() + static_cast<std::ptrdiff_t>(best));
-  p.bytes -= v.capacity();
-  return v;
-}
-
-void give(ByteBuf&& v) {
-  Pool& p = pool();
-  std::lock_guard<std::mutex> g(p.mu);
-  if (v.capacity() < (1u << 20) || p.bytes + v.capacity() > Pool::kMaxBytes) return;
-  p.bytes += v.capacity();
-  p.free.push_back(std::move(v));
+/// f on [0, n) in parallel slices of 4 MiB: a fresh payload's pages are first touched by
+/// many threads.
+template <class F>
+void in_slices(size_t n, F f) {
+  const size_t slice = size_t(1) << 22;
+  tbb::parallel_for(size_t(0), (n + slice - 1) / slice, [&](size_t s) { f(s * slice, std::min(slice, n - s * slice)); });
 }
 
 }  // namespace
 
-Buffer::Buffer(size_t payload_bytes) : bytes_(take(payload_bytes + 2 * kCanaryBytes)) {
+Buffer::Buffer(size_t payload_bytes) : block_(payload_bytes, kMinCanaryBytes) {
   // The payload is left as it comes (the harness poisons or writes all of it); only the
   // canaries are set.
-  bytes_.resize(payload_bytes + 2 * kCanaryBytes);
-  std::memset(bytes_.data(), kCanary, kCanaryBytes);
-  std::memset(bytes_.data() + bytes_.size() - kCanaryBytes, kCanary, kCanaryBytes);
+  std::memset(block_.lead(), kCanary, block_.lead_bytes());
 }
 
-Buffer::~Buffer() { give(std::move(bytes_)); }
+void Buffer::copy_from(const Buffer& other) {
+  if (other.payload_bytes() != payload_bytes()) throw HarnessError("Buffer::copy_from: sizes differ");
+  uint8_t* d = payload();
+  const uint8_t* s = other.payload();
+  in_slices(payload_bytes(), [&](size_t at, size_t n) { std::memcpy(d + at, s + at, n); });
+}
 
 void Buffer::poison(DType d) {
   // Every poison pattern is all ones, whatever the dtype.
   static_assert(kCanary != 0xFF);
   (void)d;
-  // In parallel slices: a fresh payload's pages are first touched here, by many threads.
-  const size_t n = payload_bytes(), slice = size_t(1) << 22;
   uint8_t* p = payload();
-  tbb::parallel_for(size_t(0), (n + slice - 1) / slice,
-                    [&](size_t s) { std::memset(p + s * slice, 0xFF, std::min(slice, n - s * slice)); });
+  in_slices(payload_bytes(), [&](size_t at, size_t n) { std::memset(p + at, 0xFF, n); });
 }
 
 std::optional<std::string> Buffer::canary_damage() const {
-  const size_t total = bytes_.size();
-  for (size_t i = 0; i < kCanaryBytes; ++i) {
-    if (bytes_[kCanaryBytes - 1 - i] != kCanary)
-      return "write " + std::to_string(i + 1) + " byte(s) before the start of the buffer";
-  }
-  for (size_t i = total - kCanaryBytes; i < total; ++i) {
-    if (bytes_[i] != kCanary)
-      return "write at byte " + std::to_string(i - (total - kCanaryBytes)) + " past the end of the buffer";
-  }
+  // Past the end there is nothing to look at: the guard page faulted at the first byte.
+  const uint8_t* start = payload();
+  for (size_t i = 1; i <= block_.lead_bytes(); ++i)
+    if (start[-static_cast<std::ptrdiff_t>(i)] != kCanary)
+      return "write " + std::to_string(i) + " byte(s) before the start of the buffer";
+  if (!noted_.empty()) return noted_;
   return std::nullopt;
 }
 

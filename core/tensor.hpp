@@ -1,5 +1,5 @@
 // Tensors as the harness owns them: a dtype each, strides and a base offset in elements,
-// storage with guard canaries on both sides, outputs poisoned before every run.
+// storage between guard pages with canaries before it, outputs poisoned before every run.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "core/huge_pages.hpp"
+#include "core/guard_pages.hpp"
 
 namespace kv {
 
@@ -32,26 +32,39 @@ struct TensorDesc {
   int64_t storage_bytes() const;
 };
 
-/// Host storage with canaries before and after the payload.
+/// Host storage between guard pages (core/guard_pages.hpp): the payload ends flush with a
+/// PROT_NONE zone, so a write past the end faults at once; before it, between the leading
+/// guard zone and the payload, lie kMinCanaryBytes or more canary bytes, checked after the
+/// run, and before those another guard zone. Device mirrors keep canaries of their own and
+/// report damage to them here (note_damage).
 class Buffer {
  public:
-  static constexpr size_t kCanaryBytes = 256;
+  static constexpr size_t kMinCanaryBytes = 256;
   static constexpr uint8_t kCanary = 0xA5;
   explicit Buffer(size_t payload_bytes);
-  ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  uint8_t* payload() { return bytes_.data() + kCanaryBytes; }
-  const uint8_t* payload() const { return bytes_.data() + kCanaryBytes; }
-  size_t payload_bytes() const { return bytes_.size() - 2 * kCanaryBytes; }
-  /// Whole allocation, canaries included (for mirroring to a device and back).
-  ByteBuf& raw() { return bytes_; }
+  uint8_t* payload() { return block_.payload(); }
+  const uint8_t* payload() const { return block_.payload(); }
+  size_t payload_bytes() const { return block_.payload_bytes(); }
+  /// The canary bytes before the payload (between kMinCanaryBytes and that plus a page).
+  size_t lead_canary_bytes() const { return block_.lead_bytes(); }
+  /// The payload of another buffer of the same size, copied in.
+  void copy_from(const Buffer& other);
+  /// What a guard-page fault report calls this buffer (a tensor's or workspace's name).
+  void set_label(const std::string& label) { block_.set_label(label); }
   void poison(DType d);
-  /// A description of the first overwritten canary byte, if any.
+  /// A description of the first overwritten canary byte (or of damage noted by a device
+  /// mirror), if any.
   std::optional<std::string> canary_damage() const;
+  /// Damage a device mirror found on its own canaries around this buffer.
+  void note_damage(const std::string& what) {
+    if (noted_.empty()) noted_ = what;
+  }
 
  private:
-  ByteBuf bytes_;  // uninitialized until written: no serial zero fill of large tensors
+  GuardedBlock block_;
+  std::string noted_;
 };
 
 /// A typed view of a Buffer with strides and offset; indices are logical row-major.

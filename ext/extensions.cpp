@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "ext/external_impl.hpp"
 #include "ext/plugin.hpp"
+#include "ext/plugin_probe.hpp"
 #include "ext/worker_client.hpp"
 
 namespace kv {
@@ -37,16 +38,18 @@ class UnavailableImpl : public Impl {
 
 std::optional<std::string> unavailable_reason(const Impl& impl) {
   if (auto* u = dynamic_cast<const UnavailableImpl*>(&impl)) return u->why();
-  return std::nullopt;
+  return probe_failure(impl);
 }
 
 Extensions::Extensions(const ExtensionOptions& o, const std::string& out_dir, const DeviceInfo& dev) {
   for (auto& p : o.plugins) {
+    auto probe = std::make_shared<PluginProbe>(p, o.plugin_timeout_s);
     try {
-      load_plugin(registry(), p);
+      probe->start(registry(), probe);
       loaded_plugins_.push_back(std::filesystem::absolute(p).string());
+      probes_.push_back(probe);
     } catch (const std::exception& e) {
-      failures_.push_back({"plugin:" + std::filesystem::path(p).stem().string(), e.what()});
+      failures_.push_back({probe->source(), e.what()});
     }
   }
   if (o.worker.empty()) return;
@@ -73,6 +76,13 @@ Extensions::Extensions(const ExtensionOptions& o, const std::string& out_dir, co
   } catch (const std::exception& e) {
     failures_.push_back({"worker", e.what()});
   }
+}
+
+std::vector<Extensions::Failure> Extensions::failures() const {
+  std::vector<Failure> all = failures_;
+  for (auto& p : probes_)
+    if (!p->failure().empty()) all.push_back({p->source(), p->failure()});
+  return all;
 }
 
 Extensions::~Extensions() {

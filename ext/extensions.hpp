@@ -1,8 +1,10 @@
 // Impls from outside kverify for one run: plugins (--plugin, repeatable) and an external
-// worker (--worker 'CMD'). In the parent they are loaded once and the worker is started
-// once; the process that runs cases loads the same plugins and reaches the worker through
-// the parent (ext/external_impl.hpp). A plugin or worker that cannot be used is reported,
-// its selected cases become `error` with the reason, and the run goes on.
+// worker (--worker 'CMD'). In the parent each plugin is loaded by a probe process of its
+// own (ext/plugin_probe.hpp: plugin code never runs in the parent) and the worker is
+// started once; the process that runs cases loads the same plugins and reaches the worker
+// through the parent (ext/external_impl.hpp). A plugin or worker that cannot be used —
+// refused, crashed or hung, when loading or later in contract() — is reported, its
+// selected cases become `error` with the reason, and the run goes on.
 #pragma once
 #include <cstdio>
 #include <memory>
@@ -20,10 +22,12 @@ struct ExtensionOptions {
   std::vector<std::string> plugins;
   std::string worker;
   double worker_timeout_s = 300;
+  double plugin_timeout_s = 60;  // a plugin's loading, and each contract() its probe answers
 };
 
 class WorkerClient;
 class ExternalTransport;
+class PluginProbe;
 
 class Extensions {
  public:
@@ -37,7 +41,8 @@ class Extensions {
     std::string source;  // "worker" or "plugin:<file stem>"
     std::string reason;
   };
-  const std::vector<Failure>& failures() const { return failures_; }
+  /// Those found when loading, and plugins whose probe crashed or hung since.
+  std::vector<Failure> failures() const;
   /// Arguments for the case-running process (plugins that loaded, the worker's impls).
   std::vector<std::string> worker_args() const;
   /// Answers a relayed request from the case-running process (null without a worker).
@@ -51,6 +56,7 @@ class Extensions {
 
  private:
   std::vector<std::string> loaded_plugins_;
+  std::vector<std::shared_ptr<PluginProbe>> probes_;
   std::vector<Failure> failures_;
   std::string io_dir_;
   std::unique_ptr<WorkerClient> worker_;
@@ -61,7 +67,8 @@ class Extensions {
 void load_extensions_in_worker(const std::vector<std::string>& plugins, const std::string& external_dir,
                                FILE* to_parent);
 
-/// Why an impl cannot run (it stands in for a plugin or worker that failed to load).
+/// Why an impl cannot run (it stands in for a plugin or worker that failed to load, or its
+/// plugin's probe crashed or hung).
 std::optional<std::string> unavailable_reason(const Impl& impl);
 
 }  // namespace kv

@@ -3,14 +3,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <sstream>
 
-#include "core/child_io.hpp"
 #include "kv_build_info.hpp"
 
 namespace kv {
@@ -22,51 +20,28 @@ WorkerClient::WorkerClient(std::string cmd, std::string io_dir, std::string log_
   signal(SIGPIPE, SIG_IGN);
 }
 
-WorkerClient::~WorkerClient() {
-  if (pid_ > 0) stop(false);
-}
+WorkerClient::~WorkerClient() { stop(false); }
 
 void WorkerClient::start() {
-  int in[2], out[2];
-  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw ExternalError("worker: pipe failed");
-  int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  pid_t pid = fork();
-  if (pid < 0) throw ExternalError("worker: fork failed");
-  if (pid == 0) {
-    setpgid(0, 0);  // its own group: a kill reaches the shell and everything it started
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    if (log >= 0) dup2(log, 2);
-    setenv("KVERIFY_IO_DIR", io_dir_.c_str(), 1);
-    execl("/bin/sh", "sh", "-c", cmd_.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+  const int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", cmd_};
+  o.env = {"KVERIFY_IO_DIR=" + io_dir_};
+  o.err = log;
+  o.own_group = true;  // a kill reaches the shell and everything it started, and so does kverify's end
+  try {
+    child_.start(o);
+  } catch (const std::exception& e) {
+    if (log >= 0) close(log);
+    throw ExternalError(std::string("worker: ") + e.what());
   }
-  setpgid(pid, pid);
-  close(in[0]);
-  close(out[1]);
   if (log >= 0) close(log);
-  pid_ = pid;
-  to_ = in[1];
-  from_ = out[0];
-  pending_.clear();
   if (started_once_) ++restarts_;
   started_once_ = true;
 }
 
-std::string WorkerClient::stop(bool kill_it) {
-  if (pid_ <= 0) return "not running";
-  if (to_ >= 0) close(to_);
-  to_ = -1;
-  int status = 0;
-  pid_t r = 0;
-  if (!kill_it)  // stdin closed: give it 5 s to exit on its own
-    for (int i = 0; i < 50 && (r = waitpid(pid_, &status, WNOHANG)) == 0; ++i) usleep(100000);
-  kill(-pid_, SIGKILL);  // the worker if it is still there, and stragglers of its group
-  if (r == 0) waitpid(pid_, &status, 0);
-  if (from_ >= 0) close(from_);
-  pid_ = -1, from_ = -1;
-  return exit_status_text(status);
-}
+// stdin closed: unless killed, it gets 5 s to exit on its own; then its group goes.
+std::string WorkerClient::stop(bool kill_it) { return child_.stop(kill_it ? 0 : 5); }
 
 std::string WorkerClient::log_tail() const {
   std::ifstream f(log_path_, std::ios::ate);
@@ -83,11 +58,11 @@ void WorkerClient::fail(const std::string& why, bool kill_it) {
 }
 
 nlohmann::json WorkerClient::exchange(const nlohmann::json& msg, const std::string& what) {
-  std::string line = msg.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  if (write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) fail("died before the " + what + " was sent", true);
+  if (!child_.write(msg.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"))
+    fail("died before the " + what + " was sent", true);
   const auto deadline = deadline_after(timeout_s_);
   std::string answer;
-  switch (next_line(from_, pending_, deadline, answer)) {
+  switch (child_.read_line(deadline, answer)) {
     case LineWait::timeout: {
       std::ostringstream t;
       t << timeout_s_;
@@ -112,7 +87,7 @@ nlohmann::json WorkerClient::exchange(const nlohmann::json& msg, const std::stri
 }
 
 const nlohmann::json& WorkerClient::hello() {
-  if (pid_ > 0) return impls_;
+  if (child_.running()) return impls_;
   start();
   nlohmann::json h = {{"type", "hello"},
                       {"protocol", kWorkerProtocol},
@@ -143,14 +118,9 @@ const nlohmann::json& WorkerClient::hello() {
 }
 
 void WorkerClient::reap_if_exited() {
-  int status = 0;
-  if (pid_ <= 0 || waitpid(pid_, &status, WNOHANG) != pid_) return;
   // It ended between requests (e.g. after answering a sticky CUDA error): start afresh
   // instead of failing the next, innocent case on a dead pipe.
-  kill(-pid_, SIGKILL);
-  if (to_ >= 0) close(to_);
-  if (from_ >= 0) close(from_);
-  pid_ = -1, to_ = -1, from_ = -1;
+  child_.reap_if_exited();
 }
 
 nlohmann::json WorkerClient::request(nlohmann::json req) {

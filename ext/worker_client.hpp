@@ -3,11 +3,11 @@
 // worker that exits, hangs or answers malformed JSON into an ExternalError after killing
 // it; the next request starts it again.
 #pragma once
-#include <sys/types.h>
-
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+
+#include "core/child_io.hpp"
 
 namespace kv {
 
@@ -40,9 +40,7 @@ class WorkerClient {
   nlohmann::json device_;
   nlohmann::json impls_;  // from the first hello; a restart must offer the same
   bool have_impls_ = false;
-  pid_t pid_ = -1;
-  int to_ = -1, from_ = -1;
-  std::string pending_;
+  PipedChild child_;
   int64_t next_id_ = 1;
   int restarts_ = 0;
   bool started_once_ = false;

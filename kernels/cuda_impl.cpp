@@ -85,21 +85,45 @@ std::optional<std::string> CudaImpl::invalid_reason(const Case& c, const DeviceP
   return std::nullopt;
 }
 
+std::map<const Buffer*, size_t> device_canary_bytes(const TensorSet& ts) {
+  std::map<const Buffer*, size_t> out;
+  auto at_least = [&](const Buffer* b, size_t row) {
+    size_t& c = out[b];
+    c = std::max({c, kDeviceCanaryMinBytes, (row + 255) / 256 * 256});
+  };
+  for (auto& s : ts.slots) {
+    const size_t elem = dtype_size(s.desc.dtype);
+    size_t row = s.desc.shape.empty() ? elem : static_cast<size_t>(s.desc.shape.back()) * elem;
+    if (s.desc.shape.size() >= 2) {  // a padded row: its stride
+      const int64_t st = s.desc.effective_strides()[s.desc.shape.size() - 2];
+      row = std::max(row, static_cast<size_t>(st < 0 ? -st : st) * elem);
+    }
+    at_least(s.buffer.get(), row);
+  }
+  for (auto& [n, b] : ts.workspaces) at_least(b.get(), 0);
+  return out;
+}
+
 namespace {
 
 /// The case's buffers on the device: one allocation per host buffer (aliased tensors
-/// share one), whole with canaries, and a stream. Every copy is ordered in that stream:
-/// cudaMemcpy from pageable memory may return before its DMA lands, and the legacy
-/// stream it runs on does not order a non-blocking stream's kernels after it (under
-/// several processes per GPU a kernel then met its buffers half copied, and the late
-/// copy overwrote outputs it had written).
+/// share one), the payload between canaries of at least a row each (device_canary_bytes),
+/// and a stream. Every copy is ordered in that stream: cudaMemcpy from pageable memory may
+/// return before its DMA lands, and the legacy stream it runs on does not order a
+/// non-blocking stream's kernels after it (under several processes per GPU a kernel then
+/// met its buffers half copied, and the late copy overwrote outputs it had written).
 struct Mirror {
-  std::map<Buffer*, std::unique_ptr<DevBuf>> dev;
+  struct Dev {
+    std::unique_ptr<DevBuf> mem;
+    size_t canary = 0;
+    std::vector<uint8_t> before, after;  // the canaries as copied back
+  };
+  std::map<Buffer*, Dev> dev;
   DevSet d;
   explicit Mirror(TensorSet& ts) {
+    const auto canaries = device_canary_bytes(ts);
     size_t need = 0;
-    for (auto& s : ts.slots) need += s.buffer->raw().size();
-    for (auto& [n, b] : ts.workspaces) need += b->raw().size();
+    for (auto& [b, c] : canaries) need += b->payload_bytes() + 2 * c;
     size_t free_b = 0, total_b = 0;
     KV_CUDA(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b)
@@ -107,12 +131,17 @@ struct Mirror {
                        " MiB free");
     KV_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
     auto mirror = [&](Buffer* b) -> void* {
-      auto& slot = dev[b];
-      if (!slot) {
-        slot = std::make_unique<DevBuf>(b->raw().size());
-        KV_CUDA(cudaMemcpyAsync(slot->p, b->raw().data(), b->raw().size(), cudaMemcpyHostToDevice, d.stream));
+      Dev& m = dev[b];
+      if (!m.mem) {
+        m.canary = canaries.at(b);  // a multiple of 256: the payload keeps cudaMalloc's alignment
+        const size_t n = b->payload_bytes();
+        m.mem = std::make_unique<DevBuf>(n + 2 * m.canary);
+        auto* p = static_cast<uint8_t*>(m.mem->p);
+        KV_CUDA(cudaMemsetAsync(p, Buffer::kCanary, m.canary, d.stream));
+        KV_CUDA(cudaMemcpyAsync(p + m.canary, b->payload(), n, cudaMemcpyHostToDevice, d.stream));
+        KV_CUDA(cudaMemsetAsync(p + m.canary + n, Buffer::kCanary, m.canary, d.stream));
       }
-      return static_cast<uint8_t*>(slot->p) + Buffer::kCanaryBytes;
+      return static_cast<uint8_t*>(m.mem->p) + m.canary;
     };
     for (auto& s : ts.slots) d.t[s.desc.name] = DevView{mirror(s.buffer.get()), s.desc};
     for (auto& [n, b] : ts.workspaces) d.ws[n] = {mirror(b.get()), b->payload_bytes()};
@@ -122,10 +151,31 @@ struct Mirror {
   }
   Mirror(const Mirror&) = delete;
   Mirror& operator=(const Mirror&) = delete;
+  /// Every payload back into its host buffer, and damage to the device canaries noted
+  /// on the buffer (the host-side checks report it).
   void copy_back() {
-    for (auto& [b, db] : dev)
-      KV_CUDA(cudaMemcpyAsync(b->raw().data(), db->p, db->bytes, cudaMemcpyDeviceToHost, d.stream));
+    for (auto& [b, m] : dev) {
+      auto* p = static_cast<uint8_t*>(m.mem->p);
+      const size_t n = b->payload_bytes();
+      m.before.resize(m.canary), m.after.resize(m.canary);
+      KV_CUDA(cudaMemcpyAsync(b->payload(), p + m.canary, n, cudaMemcpyDeviceToHost, d.stream));
+      KV_CUDA(cudaMemcpyAsync(m.before.data(), p, m.canary, cudaMemcpyDeviceToHost, d.stream));
+      KV_CUDA(cudaMemcpyAsync(m.after.data(), p + m.canary + n, m.canary, cudaMemcpyDeviceToHost, d.stream));
+    }
     KV_CUDA(cudaStreamSynchronize(d.stream));
+    for (auto& [b, m] : dev) {
+      const std::string of = " on the device (its canaries: " + std::to_string(m.canary) + " bytes each side)";
+      for (size_t i = 1; i <= m.canary; ++i)
+        if (m.before[m.canary - i] != Buffer::kCanary) {
+          b->note_damage("write " + std::to_string(i) + " byte(s) before the start of the buffer" + of);
+          break;
+        }
+      for (size_t i = 0; i < m.canary; ++i)
+        if (m.after[i] != Buffer::kCanary) {
+          b->note_damage("write at byte " + std::to_string(i) + " past the end of the buffer" + of);
+          break;
+        }
+    }
   }
 };
 

@@ -53,6 +53,13 @@ class CudaImpl : public Impl {
   virtual void launch(DevSet& d, const Case& c, const DeviceProfile& p) const = 0;
 };
 
+/// Device canaries: each mirrored buffer gets this many bytes of canary on each side, at
+/// least a row of every tensor in it (its last dim, or its row stride where rows are
+/// padded) and kDeviceCanaryMinBytes, a multiple of 256. Writes farther out are left to
+/// compute-sanitizer (`--sanitize memcheck`).
+inline constexpr size_t kDeviceCanaryMinBytes = 4096;
+std::map<const Buffer*, size_t> device_canary_bytes(const TensorSet& ts);
+
 /// The one stride that steps through the first `dims` dims of a tensor in row-major order
 /// (dims of size 1 skipped), or nullopt when they do not collapse to one (0 when none is
 /// larger than 1). Kernels that address rows with one stride use it to accept a layout.

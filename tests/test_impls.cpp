@@ -43,6 +43,34 @@ class Misbehaving : public kv::Impl {
   std::unique_ptr<kv::Impl> base_;
 };
 
+/// The host RMSNorm, then one 4-byte write outside output y's storage: `at` bytes past its
+/// end (0: the element just past it) or, negative, that many bytes before its start. Every
+/// one must end in a verdict that names the out-of-bounds write (a guard-page fault or
+/// canary damage), never a pass.
+class OutOfBounds : public kv::Impl {
+ public:
+  OutOfBounds(std::string name, int64_t at) : name_(std::move(name)), at_(at), base_(kv::make_host_rms_norm(false)) {}
+  std::string op() const override { return "rms_norm.fwd"; }
+  std::string name() const override { return name_; }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return "test"; }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_->knobs(); }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override { return base_->contract(c, p); }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    base_->run(ts, c, p);
+    kv::TensorSlot& y = ts.at("y");
+    uint8_t* start = y.buffer->payload();
+    volatile uint8_t* at = at_ >= 0 ? start + y.buffer->payload_bytes() + at_ : start + at_;
+    for (int i = 0; i < 4; ++i) at[i] = 0;
+  }
+
+ private:
+  std::string name_;
+  int64_t at_;
+  std::unique_ptr<kv::Impl> base_;
+};
+
 /// The host impl run under upward rounding, declaring u = 2^(1-p) for its accumulator.
 class Upward : public kv::Impl {
  public:
@@ -183,6 +211,14 @@ const std::vector<PlantedBug>& planted_bugs() {
   return b;
 }
 
+const std::vector<std::pair<std::string, int64_t>>& out_of_bounds_writes() {
+  static const std::vector<std::pair<std::string, int64_t>> w = {
+      {"test.oob.after_1elem", 0},    {"test.oob.after_256", 256},     {"test.oob.after_1200", 1200},
+      {"test.oob.after_4096", 4096},  {"test.oob.before_1200", -1200}, {"test.oob.before_4096", -4096},
+  };
+  return w;
+}
+
 void register_test_impls() {
   static bool done = false;
   if (done) return;
@@ -206,6 +242,7 @@ void register_test_impls() {
                  ClaimBreaker::gpu_invariant, ClaimBreaker::batch_invariant})
     r.add(std::make_unique<ClaimBreaker>(b));
   r.add(std::make_unique<TwoBugs>());
+  for (auto& [name, at] : out_of_bounds_writes()) r.add(std::make_unique<OutOfBounds>(name, at));
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
 #ifdef KV_HAVE_CUDA

@@ -1,9 +1,11 @@
 // Test-only impls: the planted RMSNorm bugs (named host.bug.<name>), impls that crash or
 // hang inside the worker, impls that each break one determinism claim (test.breaks_<claim>,
-// test.batch_dependent; test.claims_kept keeps them all) and one with two bugs at two row
-// lengths (test.two_bugs).
+// test.batch_dependent; test.claims_kept keeps them all), one with two bugs at two row
+// lengths (test.two_bugs), and impls that write outside an output (test.oob.<where>).
 #pragma once
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/rms_norm/host.hpp"
@@ -17,6 +19,9 @@ struct PlantedBug {
 };
 
 const std::vector<PlantedBug>& planted_bugs();
+/// The out-of-bounds test impls: name, and where they write (bytes past the end of y, or
+/// before its start when negative).
+const std::vector<std::pair<std::string, int64_t>>& out_of_bounds_writes();
 void register_test_impls();
 /// The CUDA test-only impls (a kernel that faults); CUDA builds only.
 void register_cuda_test_impls();

@@ -7,6 +7,11 @@
  * calling anything else, and refuses a mismatch with a clear error (the run goes on; the
  * plugin's cases are reported as `error`).
  *
+ * Plugin code never runs in kverify's own process: a probe process loads the plugin to
+ * learn its impls and answer contract() for kverify's checks, and cases run in kverify's
+ * worker process. A crash or hang in registration or contract() makes the plugin unusable
+ * for that run (its cases are `error`, the others run); one in launch() costs that case.
+ *
  * kverify owns every buffer: it generates the inputs, poisons the outputs, puts canaries
  * around both, and for a "cuda" impl mirrors them to the GPU before `launch` and copies
  * them back after synchronizing the stream. The plugin only computes. Everything it needs
@@ -54,7 +59,9 @@ typedef enum kv_dtype { KV_F32 = 0, KV_F16 = 1, KV_BF16 = 2, KV_I32 = 3 } kv_dty
 
 /* One tensor: data points at its first element (host memory for "host" impls, device
  * memory for "cuda" impls; NULL in contract()); strides (never NULL) are in elements, for
- * the logical row-major order of shape. */
+ * the logical row-major order of shape. Host storage ends flush with a guard page (an
+ * access past it faults): its start is aligned to the element size, not to 16 bytes.
+ * Device storage starts 256-byte aligned. A tensor's base offset may misalign either. */
 typedef struct kv_tensor {
   const char* name;
   void* data;

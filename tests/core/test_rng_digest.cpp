@@ -257,23 +257,25 @@ TEST(Digest, OneChangedElementChangesExactlyOneChunk) {
   }
 }
 
-TEST(Buffer, CanariesCatchOneByteOutside) {
+TEST(Buffer, CanariesCatchOneByteBeforeTheStart) {
   kv::Buffer b(64);
   EXPECT_FALSE(b.canary_damage().has_value());
   b.payload()[0] = 1, b.payload()[63] = 2;  // inside: fine
   EXPECT_FALSE(b.canary_damage().has_value());
-  const size_t C = kv::Buffer::kCanaryBytes;
-  b.raw()[C + 64] ^= 0xFF;  // one byte past the end
+  const size_t lead = b.lead_canary_bytes();
+  EXPECT_GE(lead, kv::Buffer::kMinCanaryBytes);
+  b.payload()[-1] ^= 0xFF;  // one byte before the start
   ASSERT_TRUE(b.canary_damage().has_value());
-  EXPECT_NE(b.canary_damage()->find("past the end"), std::string::npos) << *b.canary_damage();
-  b.raw()[C + 64] ^= 0xFF;
+  EXPECT_NE(b.canary_damage()->find("1 byte(s) before the start"), std::string::npos) << *b.canary_damage();
+  b.payload()[-1] ^= 0xFF;
   EXPECT_FALSE(b.canary_damage().has_value());
-  b.raw()[C - 1] ^= 0xFF;  // one byte before the start
+  b.payload()[-static_cast<std::ptrdiff_t>(lead)] ^= 1;  // the far end of the canaries is checked too
   ASSERT_TRUE(b.canary_damage().has_value());
-  EXPECT_NE(b.canary_damage()->find("before the start"), std::string::npos) << *b.canary_damage();
-  b.raw()[C - 1] ^= 0xFF;
-  b.raw().back() ^= 1;  // the far end of the guard is checked too
-  EXPECT_TRUE(b.canary_damage().has_value());
+  EXPECT_NE(b.canary_damage()->find(std::to_string(lead) + " byte(s) before"), std::string::npos) << *b.canary_damage();
+  b.payload()[-static_cast<std::ptrdiff_t>(lead)] ^= 1;
+  b.note_damage("write at byte 3 past the end of the buffer on the device");  // a device mirror's finding
+  ASSERT_TRUE(b.canary_damage().has_value());
+  EXPECT_NE(b.canary_damage()->find("on the device"), std::string::npos);
 }
 
 TEST(Buffer, PoisonFillsWithPoisonBits) {

@@ -311,6 +311,22 @@ TEST(Cuda, StickyErrorEndsTheWorkerAndTheRunGoesOn) {
   EXPECT_EQ(lines[1]["verdict"], "pass") << lines[1].value("reason", "");
 }
 
+// Device canaries are at least a row of the tensor on each side: a byte a whole row past
+// the end of y (3 KiB here, beyond the 256-byte canaries of old) fails the case, naming the
+// device; the same for the first byte past the end and a row before the start.
+TEST(Cuda, DeviceCanariesCatchWritesARowOutsideAnOutput) {
+  REQUIRE_GPU();
+  for (const char* where : {"after_1elem", "after_row", "before_row"}) {
+    kv::Case c = kvtest::rms_case(false, "test.cuda_oob", {4, 1536}, {{"x", DType::bf16}}, "llama", 1);
+    c.config["where"] = where;
+    auto j = run_cuda(c);
+    EXPECT_EQ(j["verdict"], "fail") << where << ": " << j.dump();
+    const std::string why = j.value("reason", "");
+    EXPECT_NE(why.find("out-of-bounds write on y"), std::string::npos) << where << ": " << why;
+    EXPECT_NE(why.find("on the device"), std::string::npos) << where << ": " << why;
+  }
+}
+
 // Layout acceptance without a GPU: leading dims collapse to one row stride, and a size-1
 // dim's stride is skipped rather than trusted (2x1xN with strides {S0, S1, 1} steps rows by
 // S0; the GLU and RMSNorm kernels once took S1).

@@ -48,6 +48,9 @@ TEST(RmsSensitivity, EveryPlantedBugIsFlaggedAtEveryN) {
   std::printf("%-22s %-6s %8s %8s %8s %8s\n", "planted bug", "out", "N=123", "N=1536", "N=4096", "N=16384");
   for (auto& b : kvtest::planted_bugs())
     for (bool bf16_out : {false, true}) {
+      // Its write lands on a guard page: in this process that is a crash. It is run
+      // through the worker instead (Containment.OutOfBoundsWritesOnTheHostNeverPass).
+      if (b.bug == kv::RmsBug::write_past_end) continue;
       std::printf("%-22s %-6s", b.name.c_str(), bf16_out ? "bf16" : "fp32");
       for (int64_t n : {123, 1536, 4096, 16384}) {
         Tally t = run_bug(b, n, bf16_out);
