@@ -264,8 +264,10 @@ int run_cases(const std::vector<Case>& in, const Common& c, const RunEnv& env, b
       }
       w.append(j);
       ++counts[j.value("verdict", "error")];
-      if (!quiet || j.value("verdict", "") == "fail" || j.value("verdict", "") == "error")
-        std::cout << "[" << i << "/" << cases.size() << "] " << brief(j) << "\n" << std::flush;
+      const bool bad = j.value("verdict", "") == "fail" || j.value("verdict", "") == "error";
+      if (!quiet || bad) std::cout << "[" << i << "/" << cases.size() << "] " << brief(j) << "\n";
+      if (bad) std::cout << "    " << j.value("replay", "") << "\n";  // the whole command, --plugin/--worker included
+      std::cout << std::flush;
     }
   } catch (const Interrupted& e) {
     stopped = e.signal;
@@ -613,6 +615,9 @@ int kverify_main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "kverify: " << e.what() << "\n";
     return 2;
+  } catch (const Interrupted& e) {  // before any case finished (loading, validation)
+    std::cerr << "kverify: interrupted by " << stop_signal_name(e.signal) << " before any case finished\n";
+    return e.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "kverify: " << e.what() << "\n";
     return 1;

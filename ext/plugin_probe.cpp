@@ -145,6 +145,10 @@ nlohmann::json PluginProbe::exchange(const std::string& request, const std::stri
     } catch (const std::exception&) {
     }
   }
+  if (got == LineWait::interrupted) {  // the run stops: no verdict on the plugin
+    child_.stop(0);
+    throw Interrupted{stop_signal()};
+  }
   std::ostringstream t;
   t << timeout_s_;
   // A closed pipe is a probe that is dying: a moment to reap it with its own signal.

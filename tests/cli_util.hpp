@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -34,6 +37,14 @@ inline Out sh_as_printed(const std::string& line, const std::string& dir, const 
   std::filesystem::remove(dir + "/bin/kverify");
   std::filesystem::create_symlink(bin, dir + "/bin/kverify");
   return sh("cd '" + dir + "' && PATH='" + dir + "/bin':\"$PATH\"", line);
+}
+
+/// kverify with these arguments exits 2 with one line, the reason, which contains needle.
+inline void expect_usage_error(const std::string& args, const std::string& needle) {
+  Out o = sh(KV_BIN, args);
+  EXPECT_EQ(o.code, 2) << args << "\n" << o.text;
+  EXPECT_NE(o.text.find(needle), std::string::npos) << args << "\n" << o.text;
+  EXPECT_EQ(std::count(o.text.begin(), o.text.end(), '\n'), 1) << o.text;
 }
 
 inline std::string tmpdir(const std::string& name) {

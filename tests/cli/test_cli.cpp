@@ -19,15 +19,9 @@ namespace {
 
 using kvtest::Out;
 using kvtest::sh;
+using kvtest::expect_usage_error;
 using kvtest::tmpdir;
 
-void expect_usage_error(const std::string& args, const std::string& needle) {
-  Out o = sh(KV_BIN, args);
-  EXPECT_EQ(o.code, 2) << args << "\n" << o.text;
-  EXPECT_NE(o.text.find(needle), std::string::npos) << args << "\n" << o.text;
-  // One line: the reason, nothing else.
-  EXPECT_EQ(std::count(o.text.begin(), o.text.end(), '\n'), 1) << o.text;
-}
 
 }  // namespace
 

@@ -20,14 +20,8 @@ namespace {
 
 using kvtest::Out;
 using kvtest::sh;
+using kvtest::expect_usage_error;
 using kvtest::tmpdir;
-
-void expect_usage_error(const std::string& args, const std::string& needle) {
-  Out o = sh(KV_BIN, args);
-  EXPECT_EQ(o.code, 2) << args << "\n" << o.text;
-  EXPECT_NE(o.text.find(needle), std::string::npos) << args << "\n" << o.text;
-  EXPECT_EQ(std::count(o.text.begin(), o.text.end(), '\n'), 1) << o.text;  // one line: the reason
-}
 
 /// Every op's example case with `dim` in place of its first dimension.
 std::vector<kv::Case> every_op_with_first_dim(int64_t dim) {
