@@ -105,6 +105,7 @@ int run_fuzz_command(FuzzCommand& f) {
   if (o.ops.empty() && !o.resume) throw UsageError("fuzz needs at least one --op (or --op all)");
   o.out = f.common.out;
   o.device = env.device.kind;
+  o.profile = env.device.profile;  // with --device-profile's overrides: what the shapes aim at
   make_out_dir(o.out);
   auto ext = load_extensions(f.common, env);
   // Impls a failed plugin or worker would have offered stand in, so their cases are errors.

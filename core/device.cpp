@@ -28,6 +28,16 @@ nlohmann::json DeviceProfile::to_json() const {
           {"smem_per_block", smem_per_block}, {"overrides", overrides}};
 }
 
+DeviceProfile DeviceProfile::from_json(const nlohmann::json& j) {
+  DeviceProfile p;
+  p.sm_count = j.value("sm_count", p.sm_count);
+  p.warp_size = j.value("warp_size", p.warp_size);
+  p.max_threads_per_block = j.value("max_threads_per_block", p.max_threads_per_block);
+  p.smem_per_block = j.value("smem_per_block", p.smem_per_block);
+  p.overrides = j.value("overrides", p.overrides);
+  return p;
+}
+
 nlohmann::json DeviceInfo::to_json() const {
   return {{"kind", kind}, {"name", name}, {"uuid", uuid}, {"compute_capability", compute_capability},
           {"driver_version", driver_version}, {"runtime_version", runtime_version}, {"mig_mode", mig_mode},
@@ -49,10 +59,16 @@ DeviceInfo host_device() {
   }
   d.uuid = "host";
   d.mig_mode = "n/a";
-  d.profile.sm_count = 32;
-  d.profile.warp_size = 32;
-  d.profile.max_threads_per_block = 1024;
+  d.profile = host_profile();
   return d;
+}
+
+DeviceProfile host_profile() {
+  DeviceProfile p;
+  p.sm_count = 32;
+  p.warp_size = 32;
+  p.max_threads_per_block = 1024;
+  return p;
 }
 
 }  // namespace kv

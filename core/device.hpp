@@ -17,6 +17,8 @@ struct DeviceProfile {
   /// Applies `sm_count=108,warp_size=64,...`; throws UsageError on unknown keys.
   void apply_overrides(const std::string& text);
   nlohmann::json to_json() const;
+  /// The profile to_json wrote (missing keys keep their defaults).
+  static DeviceProfile from_json(const nlohmann::json& j);
 };
 
 struct DeviceInfo {
@@ -35,5 +37,7 @@ struct DeviceInfo {
 /// The host device: CPU model name, a profile whose "SM count" is the partial count that
 /// per-SM strategies use on the host (default 32, overridable).
 DeviceInfo host_device();
+/// That profile alone (no machine facts): sm_count 32, warp_size 32, 1024 threads.
+DeviceProfile host_profile();
 
 }  // namespace kv

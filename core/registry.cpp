@@ -17,6 +17,16 @@ OutputRef& RefResult::at(const std::string& name) {
   return const_cast<OutputRef&>(static_cast<const RefResult&>(*this).at(name));
 }
 
+Threshold rows_threshold(const Case& c, std::vector<int64_t> values, std::string what) {
+  const int rank = static_cast<int>(c.shape.size());
+  return Threshold{0, std::max(rank - 1, 0), std::move(values), std::move(what), true};
+}
+
+Threshold row_threshold(const Case& c, std::vector<int64_t> values, std::string what) {
+  const int rank = static_cast<int>(c.shape.size());
+  return Threshold{std::max(rank - 1, 0), rank, std::move(values), std::move(what), false};
+}
+
 void Registry::add(std::unique_ptr<OpBinding> op) { ops_.push_back(std::move(op)); }
 void Registry::add(std::unique_ptr<Impl> impl) { impls_.push_back(std::move(impl)); }
 

@@ -109,6 +109,23 @@ struct WorkspaceReq {
   DType poison_as;
 };
 
+/// A dispatch threshold: a size where an impl's code path changes (issue 18), so the fuzz
+/// generator draws sizes at and around it (t - 1, t, t + 1). The size is the product of
+/// the case's dims [begin, end): one dim (a row length), or the leading dims together (the
+/// rows a grid spreads over). Examples: the longest row a team of warps keeps in
+/// registers, a row split into one more block, rows equal to the per-SM programs of a
+/// two-stage reduction (one row each), a chunk of rows, the 16-byte vector width.
+struct Threshold {
+  int begin = 0, end = 0;        // shape dims, half-open
+  std::vector<int64_t> values;   // the path differs between v - 1, v and v + 1
+  std::string what;              // where the path changes, e.g. "a row past 2 warps' registers"
+  bool rows = false;             // these dims are the rows the grid spreads over the SMs
+};
+
+/// The dims of a row op: its rows (every dim but the last) and its row (the last dim).
+Threshold rows_threshold(const Case& c, std::vector<int64_t> values, std::string what);
+Threshold row_threshold(const Case& c, std::vector<int64_t> values, std::string what);
+
 class Impl {
  public:
   virtual ~Impl() = default;
@@ -129,6 +146,14 @@ class Impl {
     return {};
   }
   virtual void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const = 0;
+  /// Where this impl's code path changes for cases like c (its config, dtypes, attributes
+  /// and rank; a dim may move the thresholds of another, e.g. a row length the teams per
+  /// block) under profile p. Read by the fuzz generator without a device: a declaration,
+  /// no launch. Plugins and workers declare none.
+  virtual std::vector<Threshold> thresholds(const Case& c, const DeviceProfile& p) const {
+    (void)c, (void)p;
+    return {};
+  }
   /// Test-only impls (planted bugs, crashes) are hidden from `list` and the default suite.
   virtual bool test_only() const { return false; }
 };

@@ -57,7 +57,7 @@ class Campaign {
       : o_(o), st_(st), io_(io), dir_(o.out), results_path_((dir_ / "results.jsonl").string()),
         failures_path_((dir_ / "failures.jsonl").string()), results_(results_path_), failures_(failures_path_),
         shrinks_((dir_ / "shrinks.jsonl").string()), progress_(-1) {
-    for (auto& [op, impl] : st_.pairs) gens_.push_back(candidate_gen(make_space(op, impl), {st_.max_elements}));
+    for (auto& [op, impl] : st_.pairs) gens_.push_back(candidate_gen(make_space(op, impl), {st_.max_elements, st_.profile}));
   }
 
   /// Reads what an earlier session finished (results and shrunk failures of this seed).

@@ -10,16 +10,18 @@
 #include <vector>
 
 #include "core/case.hpp"
+#include "core/device.hpp"
 
 namespace kv {
 
 /// Bumped whenever the generator draws different cases for the same seed and index: a
 /// campaign is resumed only by a build with the same generator.
-inline constexpr int kFuzzGeneratorVersion = 1;
+inline constexpr int kFuzzGeneratorVersion = 2;  // 2: shapes moved to the impls' thresholds (issue 18)
 
 struct CampaignOptions {
   std::string out;                                 // the campaign directory
   std::string device;                              // the run's device kind (picks default impls)
+  DeviceProfile profile = host_profile();          // what generated shapes aim at (a new campaign's; kept)
   std::vector<std::string> ops, impls;             // impls empty: every non-test impl of the op on the device
   std::optional<uint64_t> seed;                    // unset: a fresh random seed (a new campaign)
   std::optional<int64_t> budget_cases;             // generated cases (indices 0..N-1)

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "fuzz/targets.hpp"
 
 namespace kv {
 
@@ -47,13 +48,17 @@ int64_t draw_dim(rc::Random& r, int64_t hi, bool even, bool row) {
   return u < 35 ? 1 : u < 65 ? small() : u < 80 ? special() : log_uniform(r, hi);
 }
 
-std::vector<int64_t> draw_shape(const CaseSpace& s, rc::Random& r, int size, int64_t cap) {
+std::vector<int64_t> draw_shape(const CaseSpace& s, rc::Random& r, int size, int64_t cap, bool& seed) {
   const size_t rank = s.example.size();
+  seed = false;
   if (size >= 50 && chance(r, 1, 8)) {
     std::vector<const std::vector<int64_t>*> fit;
     for (auto& sh : seed_shapes())
       if (sh.size() == rank && shape_elements(sh) <= cap) fit.push_back(&sh);
-    if (!fit.empty()) return *fit[pick(r, fit.size())];
+    if (!fit.empty()) {
+      seed = true;
+      return *fit[pick(r, fit.size())];
+    }
   }
   // RapidCheck's size (0..100) scales the limits: rows up to 2^2..2^20, leading dims up to
   // 2^1..2^12, all under the element cap.
@@ -197,7 +202,8 @@ Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim)
   Case c;
   c.op = s.op;
   c.impl = s.impl;
-  c.shape = draw_shape(s, r, size, cap);
+  bool seed_shape = false;
+  c.shape = draw_shape(s, r, size, cap, seed_shape);
   static const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
   const uint64_t d = pick(r, 10);
   c.dtypes["x"] = d < 3 ? DType::f32 : d < 7 ? DType::bf16 : DType::f16;
@@ -219,6 +225,14 @@ Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim)
       if (chance(r, 1, 2) && plain.dtypes.count(t)) c.dtypes[t] = kDtypes[pick(r, 3)];
   }
   if (!s.dists.empty()) c.dist = chance(r, 35, 100) ? s.dists.front() : pick_of(r, s.dists);
+  // Sizes where the impl's path changes (issue 18): the thresholds it declares for this
+  // config and dtype, k * sm_count rows; now and then a second range besides the first
+  // (a row length at one threshold, the rows at another). Seed shapes stay as they are.
+  if (!seed_shape && chance(r, 2, 5) && lim.aim) {
+    std::pair<int, int> first{0, 0};
+    if (move_to_target(c, r, cap, s.even, lim.profile, 0, 0, &first) && chance(r, 1, 3))
+      move_to_target(c, r, cap, s.even, lim.profile, first.first, first.second);
+  }
   c.seed = r.next() >> 33;  // small enough to read in a case string
   draw_layouts(c, r);
   return c;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/case.hpp"
+#include "core/device.hpp"
 #include "fuzz/space.hpp"
 
 namespace kv {
@@ -17,15 +18,22 @@ struct GenLimits {
   /// Cap on the product of the shape's dims (the elements of the main tensor; for FLCE,
   /// BT*H*V, the work of its product). The seed shapes need about 5e7.
   int64_t max_elements = int64_t(1) << 20;
+  /// The profile whose thresholds shapes aim at (Impl::thresholds, k * sm_count rows): the
+  /// campaign's, kept in its campaign.json so a resume draws the same cases.
+  DeviceProfile profile = host_profile();
+  /// false: shapes stay as drawn (the same random draws otherwise, for comparisons).
+  bool aim = true;
 };
 
 /// The sizes shapes are drawn from besides random ones: warp and block edges, powers of
 /// two +-1, primes, odd sizes (113, 239, 799) and sizes of real models, ascending.
 const std::vector<int64_t>& special_sizes();
 
-/// Draws one case of the space (RapidCheck's size, 0..100, scales the shape; now and then
-/// in-place outputs and offset or padded layouts) without normalizing it: the op may still
-/// refuse the combination.
+/// Draws one case of the space (RapidCheck's size, 0..100, scales the shape; in about two
+/// draws in five one or two of its dim ranges moved to a threshold of the impl or a
+/// multiple of the SM count, or beside it (fuzz/targets.hpp); now and then in-place
+/// outputs and offset or padded layouts) without normalizing it: the op may still refuse
+/// the combination.
 Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim);
 
 /// Candidates as a campaign runs them: normalized with their shrinks when the op accepts

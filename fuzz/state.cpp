@@ -33,6 +33,7 @@ nlohmann::json CampaignState::to_json() const {
           {"shard", shard.str()},
           {"curated", curated},
           {"device", device},
+          {"profile", profile.to_json()},
           {"budget_cases", budget_cases},
           {"budget_seconds", budget_seconds},
           {"sessions", sessions},
@@ -101,6 +102,7 @@ CampaignState open_campaign(const CampaignOptions& o) {
       st.shard = parse_shard(j.at("shard").get<std::string>());
       st.curated = j.at("curated").get<std::string>();
       st.device = j.at("device").get<std::string>();
+      st.profile = DeviceProfile::from_json(j.at("profile"));
       st.budget_cases = j.at("budget_cases").get<int64_t>();
       st.budget_seconds = j.at("budget_seconds").get<double>();
       st.sessions = j.value("sessions", 1);
@@ -127,6 +129,7 @@ CampaignState open_campaign(const CampaignOptions& o) {
     }
     st.ops = expand_ops(o.ops);
     st.device = o.device;
+    st.profile = o.profile;
     st.pairs = resolve_pairs(st.ops, o.impls, st.device);
     if (o.max_elements) st.max_elements = *o.max_elements;
     if (st.max_elements < 1) throw UsageError("--max-elements must be >= 1");

@@ -28,6 +28,7 @@ struct CampaignState {
   Shard shard;
   std::string curated = "builtin";
   std::string device;
+  DeviceProfile profile = host_profile();  // the generator's targets (k * sm_count rows, thresholds)
   int64_t budget_cases = -1;   // -1: bounded by time only
   double budget_seconds = 0;   // 0: no time bound
   int sessions = 0;            // runs of the campaign (1 + resumes)

@@ -38,6 +38,18 @@ ReductionShape row_reduction(int64_t n, int64_t threads, int64_t chunk) {
   return {serial, depth, 0, std::nullopt};
 }
 
+std::vector<Threshold> team_thresholds(const Case& c, DType x, int num_warps, int cap, int wpr, int64_t programs) {
+  const int64_t v = rowcuda::chunk_elems(x);
+  std::vector<int64_t> row = {v};
+  for (int64_t w = 1; w <= num_warps; w *= 2) row.push_back(32 * w * std::max(cap, 1) * v);
+  std::vector<Threshold> t = {row_threshold(c, row, "16-byte chunks of the row; the longest row a team of w warps keeps in "
+                                                    "registers (" + std::to_string(cap) + " chunks a lane)")};
+  const int64_t teams = num_warps / std::max(wpr, 1);
+  if (teams > 1) t.push_back(rows_threshold(c, {teams}, "one block's teams, a row each"));
+  if (programs > 0) t.push_back(rows_threshold(c, {programs, 2 * programs}, "dW programs holding one row each, then two"));
+  return t;
+}
+
 ConfigKnob dw_knob() { return {"dw", {"per_sm", "fixed_partials", "atomics"}}; }
 
 rowcuda::DwStrategy dw_strategy(const Case& c) {

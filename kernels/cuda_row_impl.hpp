@@ -39,6 +39,15 @@ ReductionShape dw_rows_reduction(int64_t rows, int64_t partials, rowcuda::DwStra
 /// fp32 workspaces per summed output `o`: `<o>_partials` [G][n] and `<o>_acc` [n].
 std::vector<WorkspaceReq> dw_workspaces(const std::vector<std::string>& outputs, int64_t partials, int64_t n);
 
+/// Thresholds of a row kernel whose team of warps per row follows the row length (softmax,
+/// layer_norm, rms_norm; cuda_launch.hpp's wpr): on the row (the last dim of c), the
+/// 16-byte chunk of x (rows of a partial chunk take the element path) and, for each team of
+/// w = 1, 2, ..., num_warps warps, the longest row its lanes keep in registers (`cap` chunks
+/// each; one past it takes 2w warps, or at num_warps is read again; cap 0: every lane's
+/// first chunk); on the rows, one block's teams (num_warps / `wpr` rows per block) and, where
+/// the backward sums dW over `programs` teams (0: none), one row per program, then two.
+std::vector<Threshold> team_thresholds(const Case& c, DType x, int num_warps, int cap, int wpr, int64_t programs);
+
 /// Claims of an output computed row by row: the same bits on every run and GPU, and at
 /// every batch size and row position where the op's rows are independent
 /// (OpBinding::row_local); not across num_warps (the row sums' shape follows it).

@@ -2,6 +2,9 @@
 // [bias (V)], target (BT, i32) -> loss. bwd: the same plus dloss -> dx, dweight, [dbias].
 #include "ops/flce.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/host/host_impl.hpp"
 #include "ops/ce_common.hpp"
 #include "ops/flce_fast.hpp"
@@ -54,16 +57,22 @@ class FlceOp : public PolicyOp<FlceOp> {
   /// Besides the shared distributions, `confident`: each row of x is 32 W_t / |W_t|^2 for
   /// its target t, so its target logit is about 32 and the others of order 32/sqrt(H):
   /// p_y -> 1, the cancellation cross_entropy's `confident` plants, through the product.
+  /// That needs H large (at H = 1 the other logits are 32 W_v / W_t, often above 32):
+  /// `confident_margin` reaches p_y -> 1 at any H and in every dtype. Each class row's x
+  /// (normal) is scaled by a power of two, exact in every dtype, until the class that
+  /// leads along it leads every other logit by 40 or more (the bias's spread included),
+  /// and that class becomes the row's target: 1 - p_y < V e^-40.
   std::vector<std::string> dists() const override {
     auto d = known_dists();
     d.push_back("confident");
+    d.push_back("confident_margin");
     return d;
   }
   void generate(const Case& c, TensorSet& ts) const override {
     const FlceGeom g = geom(c);
     auto x = ts.view("x"), w = ts.view("weight");
-    const bool confident = c.dist == "confident";
-    fill_tensor(x, confident ? "normal" : c.dist, c.seed, 0.0, 1.0);
+    const bool confident = c.dist == "confident", margin = c.dist == "confident_margin";
+    fill_tensor(x, confident || margin ? "normal" : c.dist, c.seed, 0.0, 1.0);
     // Weights scaled as an initialized LM head: logits of order 1.
     fill_tensor(w, "normal", c.seed, 0.0, 1.0 / std::sqrt(static_cast<double>(g.h)));
     if (g.bias) {
@@ -72,6 +81,7 @@ class FlceOp : public PolicyOp<FlceOp> {
     }
     ce_fill_targets(c, ts.view("target"), g.v);
     if (confident) plant_confident_rows(g, ts);
+    if (margin) plant_margin_rows(c, g, ts);
     if (bwd_) {
       auto d = ts.view("dloss");
       fill_tensor(d, "normal", c.seed, 0.0, 1.0);
@@ -95,6 +105,46 @@ class FlceOp : public PolicyOp<FlceOp> {
       for (int64_t k = 0; k < g.h; ++k) x.store(r * g.h + k, 32.0 * wt[static_cast<size_t>(k)] / sq);
     });
   }
+  /// confident_margin (see dists()): the logits x W^T + b of the stored values in double
+  /// (their error, about 2^-50 of sum |x W|, is far below the margin), the leading class
+  /// t and the runner-up; x scaled by 2^k >= 1 with 2^k (l_t - l_2) >= 40 + the bias's
+  /// spread. A row whose leader ties (a gap of 0) or is ignore_index, whose scale would
+  /// reach past a quarter of the dtype's range or past 2^24, or whose target is
+  /// ignore_index keeps its draw.
+  static void plant_margin_rows(const Case& c, const FlceGeom& g, TensorSet& ts) {
+    auto x = ts.view("x"), t = ts.view("target");
+    const auto w = ts.view("weight");
+    std::vector<double> wv(static_cast<size_t>(g.v * g.h)), b(static_cast<size_t>(g.v), 0.0);
+    w.read(0, g.v * g.h, wv.data());
+    if (g.bias) ts.view("bias").read(0, g.v, b.data());
+    const auto [bmin, bmax] = std::minmax_element(b.begin(), b.end());
+    const double spread = g.v > 0 ? *bmax - *bmin : 0.0;
+    const int64_t ignore = std::stoll(c.attr("ignore_index"));
+    const double limit = max_finite(c.dtypes.at("x")) / 4;
+    par_rows(g.bt, true, [&](int64_t r) {
+      double tr = 0;
+      t.read(r, 1, &tr);
+      if (static_cast<int64_t>(tr) == ignore) return;
+      std::vector<double> xr(static_cast<size_t>(g.h));
+      x.read(r * g.h, g.h, xr.data());
+      double first = -HUGE_VAL, second = -HUGE_VAL, amax = 0;
+      int64_t lead = -1;
+      for (int64_t v = 0; v < g.v; ++v) {
+        double l = 0;
+        for (int64_t k = 0; k < g.h; ++k) l += xr[static_cast<size_t>(k)] * wv[static_cast<size_t>(v * g.h + k)];
+        if (l > first) second = first, first = l, lead = v;
+        else if (l > second) second = l;
+      }
+      for (double e : xr) amax = std::max(amax, std::fabs(e));
+      const double gap = g.v > 1 ? first - second : HUGE_VAL;
+      if (!(gap > 0) || lead == ignore) return;
+      double scale = 1;
+      while (scale * gap < 40 + spread && scale < 0x1p24) scale *= 2;
+      if (scale * gap < 40 + spread || scale * amax > limit) return;
+      for (int64_t k = 0; k < g.h; ++k) x.store(r * g.h + k, scale * xr[static_cast<size_t>(k)]);
+      t.store(r, static_cast<double>(lead));
+    });
+  }
   /// Reference and enclosure through dense products (flce_fast.hpp), not term by term.
   void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
                 std::vector<OutputEnclosure>& out) const override {
@@ -115,7 +165,8 @@ class FlceOp : public PolicyOp<FlceOp> {
     return bwd_ ? o == 0 && red != "mean" : red == "none";
   }
   std::vector<AxisLen> axes(const Case& c) const {
-    return {{"h", c.shape[1]}, {"row", c.shape[2]}, {"v", c.shape[2]}, {"rows", c.shape[0], true}};
+    return {{"h", c.shape[1], false, 1, 2}, {"row", c.shape[2], false, 2, 3}, {"v", c.shape[2], false, 2, 3},
+            {"rows", c.shape[0], true, 0, 1}};
   }
 
   template <class P, class S>

@@ -192,6 +192,35 @@ class TwoBugs : public kv::Impl {
   std::unique_ptr<kv::Impl> base_;
 };
 
+/// The host RMSNorm backward declaring thresholds the way a CUDA row kernel does, from its
+/// dtype and the profile (read by the generator's tests; it runs as the host impl): on the
+/// row, the 16-byte chunk of x and a made-up register limit of 300 chunks (1200 or 2400
+/// elements, none of them a special size the generator draws anyway); on the rows, dW
+/// programs of two per SM (one row each).
+class CudaLikeThresholds : public kv::Impl {
+ public:
+  CudaLikeThresholds() : base_(kv::make_host_rms_norm(true)) {}
+  std::string op() const override { return "rms_norm.bwd"; }
+  std::string name() const override { return "test.thresholds"; }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return "test"; }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_->knobs(); }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override { return base_->contract(c, p); }
+  std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_->workspaces(c, p);
+  }
+  std::vector<kv::Threshold> thresholds(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    const int64_t chunk = 16 / static_cast<int64_t>(kv::dtype_size(c.dtypes.at("x")));
+    return {kv::row_threshold(c, {chunk, 300 * chunk}, "16-byte chunks; 300 of them"),
+            kv::rows_threshold(c, {2 * p.sm_count}, "two programs per SM")};
+  }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override { base_->run(ts, c, p); }
+
+ private:
+  std::unique_ptr<kv::Impl> base_;
+};
+
 }  // namespace
 
 const std::vector<PlantedBug>& planted_bugs() {
@@ -243,6 +272,7 @@ void register_test_impls() {
     r.add(std::make_unique<ClaimBreaker>(b));
   r.add(std::make_unique<TwoBugs>());
   for (auto& [name, at] : out_of_bounds_writes()) r.add(std::make_unique<OutOfBounds>(name, at));
+  r.add(std::make_unique<CudaLikeThresholds>());
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
 #ifdef KV_HAVE_CUDA

@@ -43,6 +43,19 @@ class CudaCrossEntropy : public CudaRowImpl {
     return k;
   }
 
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile& p) const override {
+    std::vector<Threshold> t = {row_threshold(c, cecuda::row_thresholds(c, row_dtype(c), p),
+                                              "16-byte chunks; a row (segment) kept whole in shared memory, staged and "
+                                              "pipelined; one more block of a row's cluster")};
+    // The sums over rows (the forward's loss total, the backward's weight sum under mean):
+    // one block of kRowsThreads threads, one row each, then two.
+    const std::string red = c.attr("reduction");
+    if (bwd_ ? red == "mean" : red != "none")
+      t.push_back(rows_threshold(c, {cecuda::kRowsThreads, 2 * cecuda::kRowsThreads},
+                                 "the rows reduction's threads holding one row each, then two"));
+    return t;
+  }
+
   std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile&) const override {
     const int64_t v = c.shape.back(), rows = v == 0 ? 0 : numel(c.shape) / v;
     std::vector<WorkspaceReq> w = {{"stats", 4 * sizeof(float), DType::f32}};

@@ -40,6 +40,36 @@ Plan plan(const Case& c, int64_t v, DType x, const DeviceProfile& p) {
   return pl;
 }
 
+std::vector<int64_t> row_thresholds(const Case& c, DType x, const DeviceProfile& p) {
+  constexpr int64_t kMaxV = int64_t(1) << 24;  // plan_reason's limit
+  std::vector<int64_t> t = {rowcuda::chunk_elems(x)};
+  // The longest row whose segment a property holds for (both shrink as the row grows, up to
+  // the block_v segment): found by bisection over plan() itself, not a copy of its sums.
+  auto longest = [&](auto&& holds) {
+    int64_t lo = 0, hi = std::min(kMaxV, plan(c, kMaxV, x, p).block_v);
+    if (holds(hi)) return int64_t(0);  // never changes
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (holds(mid) ? lo : hi) = mid;
+    }
+    return lo;
+  };
+  const int64_t staged = longest([&](int64_t v) {
+    const Plan pl = plan(c, v, x, p);
+    return pl.cache_bytes >= ceil_div(std::min(v, pl.block_v), pl.chunk) * 16;
+  });
+  const int64_t piped = longest([&](int64_t v) { return plan(c, v, x, p).piped_bytes > 0; });
+  for (int64_t v : {staged, piped})
+    if (v > 0) t.push_back(v);
+  // One more block per row: k segments of block_v (block_v auto grows with the row).
+  for (int64_t b = 2048; b <= kMaxV; b *= 2)
+    for (int64_t k = 1; k <= kMaxCtas; ++k)
+      if (k * b < kMaxV && plan(c, k * b, x, p).ctas != plan(c, k * b + 1, x, p).ctas) t.push_back(k * b);
+  std::sort(t.begin(), t.end());
+  t.erase(std::unique(t.begin(), t.end()), t.end());
+  return t;
+}
+
 ReductionShape row_shape(const Plan& pl, int64_t v) {
   ReductionShape s = row_reduction(std::min(std::max<int64_t>(v, 1), pl.block_v), pl.threads, pl.chunk);
   s.partials = pl.ctas - 1;

@@ -4,6 +4,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/case.hpp"
 #include "core/contract.hpp"
@@ -34,6 +35,11 @@ struct Plan {
 
 /// The plan of a case's config for rows of v logits of dtype x under the profile.
 Plan plan(const Case& c, int64_t v, DType x, const DeviceProfile& p);
+
+/// Row lengths where the plan of c's config changes for logits of dtype x (Impl::thresholds):
+/// the 16-byte chunk; the longest row (or block_v segment) kept whole in shared memory,
+/// staged and pipelined; the lengths past which a row takes one more block of its cluster.
+std::vector<int64_t> row_thresholds(const Case& c, DType x, const DeviceProfile& p);
 
 /// The sum over a row (axis "row": d, the smoothing sum and wbar): a block's serial run and
 /// tree over its segment, then the blocks' partials added in rank order.

@@ -133,6 +133,23 @@ class CudaFlce : public CudaImpl {
     return k;
   }
 
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile& p) const override {
+    const Geom g = geom(c);
+    const int64_t chunk = c.config_int("chunk", 1024);
+    // V: the CE step's plan over fp32 logits, and the logits' and G's rows padded to 4 and
+    // 8 elements; H: rows of x and W in whole 16 bytes (cuBLAS's aligned paths); BT: the
+    // chunks of rows, and the sums over rows (one block of kRowsThreads).
+    std::vector<int64_t> v = cecuda::row_thresholds(c, DType::f32, p);
+    v.push_back(8);
+    std::vector<Threshold> t = {{0, 1, {chunk, 2 * chunk}, "chunks of rows: one, then two", true},
+                                {1, 2, {16 / static_cast<int64_t>(dtype_size(g.x))}, "16-byte rows of x and W"},
+                                {2, 3, v, "the CE step's plan over V; padded logits and G rows"}};
+    const std::string red = c.attr("reduction");
+    if (bwd_ ? red == "mean" : red != "none")
+      t.push_back({0, 1, {cecuda::kRowsThreads}, "the rows reduction's threads holding one row each", true});
+    return t;
+  }
+
   std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile&) const override {
     const Geom g = geom(c);
     const size_t n = static_cast<size_t>(std::min(g.chunk, g.bt));

@@ -45,6 +45,17 @@ class CudaGlu : public CudaImpl {
     return k;
   }
 
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile&) const override {
+    // launch_t joins rows that follow each other in every tensor into one row, cut into
+    // tiles of num_warps * 32 threads x 16 bytes (one tile, two); rows that do not join keep
+    // a partial 16-byte chunk where the row length is not a whole number of them.
+    const int64_t vx = 16 / static_cast<int64_t>(dtype_size(c.dtypes.at("a")));
+    const int64_t tile = c.config_int("num_warps", 8) * 32 * vx;
+    const int rank = static_cast<int>(c.shape.size());
+    return {{0, rank, {tile, 2 * tile}, "tiles of the joined rows: one, then two"},
+            row_threshold(c, {vx}, "16-byte chunks of a row")};
+  }
+
  protected:
   int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
     return c.config_int("num_warps", 8) * p.warp_size;

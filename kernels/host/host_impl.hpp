@@ -22,7 +22,29 @@ struct AxisLen {
   std::string name;
   int64_t len;
   bool over_rows = false;
+  /// The shape dims the axis runs over, [begin, end); unset (-1): the last dim, or over
+  /// rows every dim but the last.
+  int begin = -1, end = -1;
 };
+
+/// Where the host blocking changes its shape (Impl::thresholds): a sum over an axis of n
+/// terms takes ceil(n / lanes) serial terms per lane, so n = lanes and 2 * lanes are where
+/// lanes start holding a second and a third term; column sums over rows merge chunks of
+/// kColChunk rows (one chunk, two).
+inline std::vector<Threshold> host_thresholds(const std::vector<AxisLen>& axes, int rank, int64_t lanes) {
+  std::vector<Threshold> t;
+  for (auto& a : axes) {
+    const int b = a.begin >= 0 ? a.begin : a.over_rows ? 0 : std::max(rank - 1, 0);
+    const int e = a.end >= 0 ? a.end : a.over_rows ? std::max(rank - 1, 0) : rank;
+    if (a.over_rows)
+      t.push_back({b, e, {kColChunk, 2 * kColChunk}, "axis " + a.name + ": sums over rows in chunks of " +
+                                                          std::to_string(kColChunk) + " rows (one chunk, two)", true});
+    else
+      t.push_back({b, e, {lanes, 2 * lanes}, "axis " + a.name + ": " + std::to_string(lanes) +
+                                                 " lanes holding one term each, then two, then three"});
+  }
+  return t;
+}
 
 struct HostFault {
   HostFaults policy;
@@ -71,6 +93,10 @@ class HostImpl : public Impl {
     for (auto& t : op_.tensors(c))
       if (t.role == Role::output) k.determinism[t.name] = with_batch_claim(c, t.name, base);
     return k;
+  }
+
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile&) const override {
+    return host_thresholds(op_.axes(c), static_cast<int>(c.shape.size()), 32 * c.config_int("num_warps", 4));
   }
 
   void run(TensorSet& ts, const Case& c0, const DeviceProfile& p) const override {

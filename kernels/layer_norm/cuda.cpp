@@ -47,6 +47,12 @@ class CudaLayerNorm : public CudaTeamImpl {
     return dw_workspaces({"dw", "db"}, programs(c, p), c.shape.back());
   }
 
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile& p) const override {
+    const DType x = row_dtype(c);
+    const int cap = bwd_ ? lncuda::bwd_chunks(threads(c)) : lncuda::fwd_chunks(x, threads(c));
+    return team_thresholds(c, x, num_warps(c), cap, wpr(c), bwd_ ? programs(c, p) : 0);
+  }
+
  protected:
   std::vector<std::pair<std::string, RowRole>> roles() const override {
     if (bwd_)

@@ -54,6 +54,13 @@ class CudaRmsNorm : public CudaImpl {
     return dw_workspaces({"dw"}, programs(c, p), c.shape.back());
   }
 
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile& p) const override {
+    const DType x = c.dtypes.at("x");
+    const int threads = 32 * num_warps(c);
+    const int cap = bwd_ ? rmscuda::bwd_chunks(threads) : rmscuda::fwd_chunks(x, threads);
+    return team_thresholds(c, x, num_warps(c), cap, wpr(c), bwd_ ? programs(c, p) : 0);
+  }
+
  protected:
   int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override { return num_warps(c) * p.warp_size; }
   std::vector<KernelRef> kernels(const Case& c) const override { return {kernel_for(c, 32 * num_warps(c))}; }

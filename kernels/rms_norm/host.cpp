@@ -55,6 +55,18 @@ class HostRmsNorm : public Impl {
     return {{"dw_partials", static_cast<size_t>(partials(c, p) * c.shape.back()) * sizeof(float), DType::f32}};
   }
 
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile& p) const override {
+    // A row sums over 32 * num_warps lanes; the backward's dW gives each of its partials a
+    // contiguous run of ceil(rows / partials) rows: one row each at rows = partials.
+    const int64_t lanes = 32 * c.config_int("num_warps", 4);
+    std::vector<Threshold> t = {
+        row_threshold(c, {lanes, 2 * lanes}, std::to_string(lanes) + " lanes holding one term each, then two")};
+    if (bwd_ && partials(c, p) > 1)
+      t.push_back(rows_threshold(c, {partials(c, p), 2 * partials(c, p)},
+                                 "dW partials (" + c.config_or("dw", "fixed_partials") + ") holding one row each, then two"));
+    return t;
+  }
+
   void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const override {
     if (bwd_) run_bwd(ts, c, p);
     else run_fwd(ts, c);

@@ -61,6 +61,18 @@ class CudaRope : public CudaImpl {
     return k;
   }
 
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile&) const override {
+    // A head moves in 16-byte units of each half (rotate_half) or of the whole head
+    // (interleaved) where D allows: the head dim of whole units, one then two; a block of
+    // num_warps warps takes one token each (B*S tokens: one block, then two).
+    const DType x = c.dtypes.at(io(0)[0]);
+    const int64_t v = 16 / static_cast<int64_t>(dtype_size(x));
+    const int64_t unit = c.attr("layout") == "interleaved" ? v : 2 * v;
+    const int64_t warps = c.config_int("num_warps", 4);
+    return {{3, 4, {unit, 2 * unit}, "head dims of whole 16-byte units: one, then two"},
+            {0, 2, {warps, 2 * warps}, "tokens of one block's warps, then two blocks", true}};
+  }
+
  protected:
   int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
     return c.config_int("num_warps", 4) * p.warp_size;

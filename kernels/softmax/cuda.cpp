@@ -35,6 +35,12 @@ class CudaSoftmax : public CudaTeamImpl {
     return k;
   }
 
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile&) const override {
+    const DType x = row_dtype(c);
+    return team_thresholds(c, x, num_warps(c), smcuda::kept_chunks(x, bwd_, threads(c)),
+                           smcuda::wpr(c.shape.back(), x, bwd_, num_warps(c)), 0);
+  }
+
  protected:
   std::vector<std::pair<std::string, RowRole>> roles() const override {
     if (bwd_) return {{"dy", RowRole::rows}, {"y", RowRole::rows}, {"dx", RowRole::rows}};

@@ -1,0 +1,207 @@
+// The generator's threshold targets (issue 18, fuzz/targets.hpp): over a few hundred
+// indices it draws every size an impl declares as a threshold, and k * sm_count rows, at
+// and beside the value; the profile (with --device-profile's overrides) reaches it and is
+// kept in campaign.json; a batch companion can straddle a rows threshold.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+
+#include "cli_util.hpp"
+#include "core/error.hpp"
+#include "fuzz/gen.hpp"
+#include "fuzz/space.hpp"
+#include "fuzz/targets.hpp"
+
+namespace {
+
+using kv::Case;
+using Key = std::tuple<std::string, int64_t, int64_t>;  // (what, value, offset -1/0/+1)
+
+struct Coverage {
+  std::map<Key, int> declared;  // draws whose normalized case declares the size (under the cap)
+  std::set<Key> hit;            // ... and whose shape has it
+};
+
+int64_t product(const std::vector<int64_t>& s, int b, int e) {
+  int64_t n = 1;
+  for (int i = b; i < e; ++i) n *= s[static_cast<size_t>(i)];
+  return n;
+}
+
+/// Draws `n` cases of the space as a campaign does (index i: rc::Random(i), size i % 101)
+/// and tallies, against each drawn case's own targets, which sizes it declares and which
+/// its shape holds.
+Coverage coverage(const kv::CaseSpace& space, const kv::GenLimits& lim, int n) {
+  Coverage cov;
+  for (int i = 0; i < n; ++i) {
+    Case c = kv::draw_case(space, rc::Random(static_cast<uint64_t>(i)), i % 101, lim);
+    try {
+      kv::registry().normalize(c);
+    } catch (const kv::UsageError&) {
+      continue;
+    }
+    for (auto& t : kv::size_targets(c, lim.profile)) {
+      // The dim that takes the size, as move_to_target picks it: even-only dims step by 2.
+      int d = t.end - 1;
+      while (d > t.begin && space.even[static_cast<size_t>(d)]) --d;
+      const int64_t step = space.even[static_cast<size_t>(d)] ? 2 : 1;
+      const int64_t have = product(c.shape, t.begin, t.end);
+      for (int64_t v : t.values) {
+        if (v + 2 > lim.max_elements) continue;
+        if (step == 2) v += v & 1;
+        for (int64_t off : {-1, 0, 1}) {
+          if (v + off * step < 1) continue;
+          const Key k{t.what, v, off};
+          ++cov.declared[k];
+          if (have == v + off * step) cov.hit.insert(k);
+        }
+      }
+    }
+  }
+  return cov;
+}
+
+/// Every size declared by at least `min_declared` draws was drawn.
+void expect_covered(const Coverage& cov, int min_declared, const std::string& label) {
+  int checked = 0;
+  for (auto& [k, n] : cov.declared) {
+    if (n < min_declared) continue;
+    ++checked;
+    EXPECT_TRUE(cov.hit.count(k)) << label << ": " << std::get<0>(k) << " = " << std::get<1>(k) << " "
+                                  << (std::get<2>(k) < 0 ? "- 1" : std::get<2>(k) > 0 ? "+ 1" : "")
+                                  << " declared by " << n << " draws, never drawn";
+  }
+  EXPECT_GT(checked, 0) << label << ": nothing declared often enough to check";
+}
+
+kv::DeviceProfile profile_with_sms(int64_t sms) {
+  kv::DeviceProfile p = kv::host_profile();
+  p.sm_count = sms;
+  return p;
+}
+
+}  // namespace
+
+TEST(FuzzTargets, DeclaredThresholdsAndSmMultiplesAreDrawnAtAndBesideTheirValues) {
+  // test.thresholds declares what a CUDA row kernel would (tests/test_impls.cpp): the
+  // 16-byte chunk and 300 chunks on the row (1200 in fp32, 2400 in bf16/fp16), two dW
+  // programs per SM on the rows; the generator adds k * sm_count rows. At 108 SMs (an A100)
+  // none of 1199..1201, 2399..2401, 108, 215..217, 323..325, 431..433 is a special size:
+  // without the targets they are all but never drawn.
+  const kv::CaseSpace space = kv::make_space("rms_norm.bwd", "test.thresholds");
+  const kv::GenLimits lim{int64_t(1) << 20, profile_with_sms(108)};
+  const Coverage cov = coverage(space, lim, 1000);
+  expect_covered(cov, 250, "test.thresholds at 108 SMs");
+  for (int64_t v : {107, 108, 109, 215, 216, 217, 431, 432, 433, 1199, 1200, 1201, 2399, 2400, 2401}) {
+    bool found = false;
+    for (auto& k : cov.hit) found |= std::get<1>(k) + std::get<2>(k) == v;
+    EXPECT_TRUE(found) << v << " never drawn";
+  }
+}
+
+TEST(FuzzTargets, TheProfileReachesTheGeneratorAndDrawsStayDeterministic) {
+  // The same index under another SM count aims its rows elsewhere (132: an H100 SXM);
+  // under one profile the same (index, size) always gives the same case.
+  const kv::CaseSpace space = kv::make_space("rms_norm.bwd", "host");
+  const kv::GenLimits h100{int64_t(1) << 20, profile_with_sms(132)}, a100{int64_t(1) << 20, profile_with_sms(108)};
+  std::set<int64_t> rows132, rows108;
+  int differ = 0;
+  for (int i = 0; i < 600; ++i) {
+    const Case a = kv::draw_case(space, rc::Random(static_cast<uint64_t>(i)), i % 101, h100);
+    EXPECT_EQ(a, kv::draw_case(space, rc::Random(static_cast<uint64_t>(i)), i % 101, h100)) << i;
+    const Case b = kv::draw_case(space, rc::Random(static_cast<uint64_t>(i)), i % 101, a100);
+    differ += a != b;
+    rows132.insert(a.shape.front());
+    rows108.insert(b.shape.front());
+  }
+  for (int64_t r : {131, 132, 133, 264}) EXPECT_TRUE(rows132.count(r)) << r << " rows never drawn at 132 SMs";
+  for (int64_t r : {107, 108, 109, 216}) EXPECT_TRUE(rows108.count(r)) << r << " rows never drawn at 108 SMs";
+  EXPECT_FALSE(rows108.count(264)) << "a 132-SM target drawn under a 108-SM profile";
+  EXPECT_GT(differ, 0);
+}
+
+TEST(FuzzTargets, HostImplsDeclareTheirBlockingAndTheGeneratorDrawsIt) {
+  // The host impls sum a row over 32 * num_warps lanes, columns over rows in chunks of 64,
+  // and the host RMSNorm's dW over its partials (64 fixed, sm_count per_sm): with the
+  // knobs at one value each, every such size is drawn at and beside its value.
+  for (const std::string op : {"softmax.fwd", "cross_entropy.bwd", "layer_norm.bwd", "rms_norm.bwd",
+                               "fused_linear_cross_entropy.bwd"}) {
+    kv::CaseSpace space = kv::make_space(op, "host");
+    for (auto& k : space.knobs) k.values = {k.name == "dw" ? "per_sm" : k.values.front()};
+    const kv::GenLimits lim{int64_t(1) << 20, profile_with_sms(100)};
+    Case ex;
+    ex.op = op;
+    ex.impl = "host";
+    ex.shape = space.example;
+    ex.dtypes = {{"x", kv::DType::f32}};
+    for (auto& k : space.knobs) ex.config[k.name] = k.values.front();
+    kv::registry().normalize(ex);
+    const auto declared = kv::registry().impl(op, "host").thresholds(ex, lim.profile);
+    ASSERT_FALSE(declared.empty()) << op;
+    bool lanes = false;
+    for (auto& t : declared) lanes |= std::count(t.values.begin(), t.values.end(), 128) > 0;  // num_warps 4
+    EXPECT_TRUE(lanes) << op << ": no threshold at 128 lanes";
+    expect_covered(coverage(space, lim, 800), 200, op + " host");
+  }
+}
+
+TEST(FuzzTargets, MovedShapesStayUnderTheCapAndTheOpsAcceptThem) {
+  // Every draw of every host op under a small cap is within the cap, and a draw the op
+  // refuses is refused without its move too (the same draw with GenLimits::aim off): a
+  // move that would break an attribute drawn for the old shape (a 3D grid, an mrope
+  // section) is not taken. Some draws do move.
+  auto refused = [](Case c) {
+    try {
+      kv::registry().normalize(c);
+      return false;
+    } catch (const kv::UsageError&) {
+      return true;
+    }
+  };
+  for (auto* op : kv::registry().ops()) {
+    const kv::CaseSpace space = kv::make_space(op->name(), "host");
+    kv::GenLimits lim{int64_t(1) << 14, profile_with_sms(132)}, still = lim;
+    still.aim = false;
+    int moved = 0;
+    for (int i = 0; i < 300; ++i) {
+      const Case c = kv::draw_case(space, rc::Random(static_cast<uint64_t>(i)), i % 101, lim);
+      const Case c0 = kv::draw_case(space, rc::Random(static_cast<uint64_t>(i)), i % 101, still);
+      EXPECT_LE(kv::shape_elements(c.shape), lim.max_elements) << c.str();
+      moved += c.shape != c0.shape;
+      if (c.shape != c0.shape) EXPECT_TRUE(!refused(c) || refused(c0)) << c.str() << " refused, unmoved " << c0.str() << " not";
+    }
+    EXPECT_GT(moved, 60) << op->name();
+  }
+}
+
+TEST(FuzzTargets, ABatchCompanionCanStraddleTheNearestRowsThreshold) {
+  // 100 rows under a 108-SM profile: test.thresholds declares 216 rows, the generator 108:
+  // the companion's first dim is 109 (past 108), and a case already past every target has
+  // none.
+  Case c = Case::parse("kv1 op=rms_norm.bwd impl=test.thresholds shape=100x64 dtypes=x:fp32 seed=1");
+  kv::registry().normalize(c);
+  EXPECT_EQ(kv::straddling_first_dim(c, profile_with_sms(108), int64_t(1) << 20), 109);
+  c.shape = {10, 10, 64};  // rows 100 over two dims: 11 x 10 = 110 > 108
+  EXPECT_EQ(kv::straddling_first_dim(c, profile_with_sms(108), int64_t(1) << 20), 11);
+  c.shape = {5000, 64};
+  EXPECT_FALSE(kv::straddling_first_dim(c, profile_with_sms(108), int64_t(1) << 20));
+  c.shape = {100, 64};
+  EXPECT_FALSE(kv::straddling_first_dim(c, profile_with_sms(108), 6000)) << "109 x 64 is over the cap";
+}
+
+TEST(FuzzTargets, TheCampaignKeepsItsProfileAndDeviceProfileOverridesReachIt) {
+  const std::string dir = kvtest::tmpdir("targets_profile");
+  const auto r = kvtest::sh(KV_BIN, "fuzz --device host --op rms_norm.bwd --budget-cases 0 --curated none "
+                                    "--device-profile sm_count=108 --seed 5 --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.text;
+  std::ifstream f(dir + "/campaign.json");
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["profile"]["sm_count"], 108);
+  EXPECT_EQ(j["generator"], 2);
+}
