@@ -51,15 +51,14 @@ Pool& pool() {
   return *p;
 }
 
-/// The smallest released mapping that holds `data` bytes without wasting much, or none.
+/// The smallest released mapping that holds `data` bytes, or none.
 Mapping take(size_t data) {
   Pool& p = pool();
   std::lock_guard<std::mutex> g(p.mu);
   size_t best = p.free.size();
   for (size_t i = 0; i < p.free.size(); ++i) {
     const size_t cap = p.free[i].capacity();
-    if (cap >= data && cap <= 2 * data + (size_t(1) << 20) && (best == p.free.size() || cap < p.free[best].capacity()))
-      best = i;
+    if (cap >= data && (best == p.free.size() || cap < p.free[best].capacity())) best = i;
   }
   if (best == p.free.size()) return {};
   Mapping m = p.free[best];

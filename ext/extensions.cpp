@@ -45,7 +45,7 @@ Extensions::Extensions(const ExtensionOptions& o, const std::string& out_dir, co
   for (auto& p : o.plugins) {
     auto probe = std::make_shared<PluginProbe>(p, o.plugin_timeout_s);
     try {
-      probe->start(registry(), probe);
+      probe->start(registry());
       loaded_plugins_.push_back(std::filesystem::absolute(p).string());
       probes_.push_back(probe);
     } catch (const std::exception& e) {

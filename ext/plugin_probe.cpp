@@ -161,7 +161,7 @@ nlohmann::json PluginProbe::exchange(const std::string& request, const std::stri
   throw HarnessError(failure_);
 }
 
-void PluginProbe::start(Registry& r, const std::shared_ptr<PluginProbe>& self) {
+void PluginProbe::start(Registry& r) {
   try {
     SpawnOptions o;
     o.argv = {self_exe(), "__plugin-probe", path_};
@@ -179,7 +179,7 @@ void PluginProbe::start(Registry& r, const std::shared_ptr<PluginProbe>& self) {
     for (auto& d : hello.at("impls")) {
       std::vector<ConfigKnob> knobs;
       for (auto& k : d.at("knobs")) knobs.push_back({k.at("name").get<std::string>(), k.at("values").get<std::vector<std::string>>()});
-      impls.push_back(std::make_unique<ProbedPluginImpl>(self, d.at("op").get<std::string>(), d.at("impl").get<std::string>(),
+      impls.push_back(std::make_unique<ProbedPluginImpl>(shared_from_this(), d.at("op").get<std::string>(), d.at("impl").get<std::string>(),
                                                          d.at("device").get<std::string>(), d.at("version").get<std::string>(),
                                                          std::move(knobs)));
     }

@@ -22,7 +22,7 @@ namespace kv {
 /// it could not load), then answers contract questions until stdin closes.
 int plugin_probe_main(const std::string& path);
 
-class PluginProbe {
+class PluginProbe : public std::enable_shared_from_this<PluginProbe> {
  public:
   /// path as the user gave it (messages name it so); `timeout_s` bounds loading and each answer.
   PluginProbe(std::string path, double timeout_s);
@@ -30,9 +30,9 @@ class PluginProbe {
   PluginProbe& operator=(const PluginProbe&) = delete;
 
   /// Starts the probe and registers the plugin's impls in `r` (each answering through
-  /// this probe). Throws UsageError with the loader's reason, or HarnessError when the
-  /// probe crashed or hung while loading.
-  void start(Registry& r, const std::shared_ptr<PluginProbe>& self);
+  /// this probe, which must be owned by a shared_ptr). Throws UsageError with the loader's
+  /// reason, or HarnessError when the probe crashed or hung while loading.
+  void start(Registry& r);
 
   /// The plugin's answer for one case: the reason it refuses it, or its contract. Throws
   /// HarnessError once the probe has failed (now or before), UsageError or HarnessError
