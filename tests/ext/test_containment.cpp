@@ -219,7 +219,8 @@ void expect_no_orphans(const std::string& name, const std::string& args,
     else kill(-kv, SIGINT);  // the terminal's Ctrl-C: the foreground process group
     int status = 0;
     waitpid(kv, &status, 0);
-    EXPECT_TRUE(WIFSIGNALED(status)) << "kverify went on after " << how;
+    // SIGKILL kills it; SIGINT stops the run cleanly (results written, exit 130).
+    EXPECT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 130)) << "kverify went on after " << how;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     std::vector<Proc> left;
     do {

@@ -85,7 +85,7 @@ def main():
     if failures < 1 or not suites.findall(".//failure"):
         sys.exit(f"FAIL: junit.xml records {failures} failures; the planted bug should be one")
     html = open(f"{out}/report/report.html", encoding="utf-8").read()
-    for needed in ("kverify replay --device host", "host.bug.drop_tail", "Recommended tolerances", "sm_count=108"):
+    for needed in ("kverify replay ", "--device host", "host.bug.drop_tail", "Recommended tolerances", "sm_count=108"):
         if needed not in html:
             sys.exit(f"FAIL: report.html lacks {needed!r}")
     check_page(browser, f"{out}/report/report.html", f"{out}/report.png")
