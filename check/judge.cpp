@@ -20,6 +20,8 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 double half_width(double lo, double hi) { return (hi - lo) * 0.5; }
+/// Whether element i admits NaN although its bounds may be finite (OutputEnclosure::may_nan).
+bool may_nan(const OutputEnclosure& enc, int64_t i) { return !enc.may_nan.empty() && enc.may_nan[i]; }
 }  // namespace
 
 std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosure& enc, DType out) {
@@ -29,7 +31,9 @@ std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosu
   tbb::parallel_for(int64_t(0), static_cast<int64_t>(part.size()), [&](int64_t c) {
     for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
       // NaN and ±inf values are exact (IEEE rules on the defined computation): nothing to refine.
-      if (enc.unverifiable[i] || !std::isfinite(ref.v[i])) continue;
+      // An element that admits NaN is unverifiable whatever the reference: not refined either
+      // (its bounds stay sound, widened by the reference's own error).
+      if (enc.unverifiable[i] || may_nan(enc, i) || !std::isfinite(ref.v[i])) continue;
       double scale = std::max(half_width(enc.lo[i], enc.hi[i]), ulp(out, ref.v[i]) * 0.5);
       if (!(ref.err[i] <= kRefTargetFraction * scale)) part[c].push_back(i);
     }
@@ -123,6 +127,11 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
     // such an element is unbounded too.
     const bool unbounded = std::isfinite(v) ? (std::isinf(lo_w) || std::isinf(hi_w))
                                             : (std::isinf(v) && lo_w == -kInf && hi_w == kInf);
+    // The enclosure may also admit NaN with finite bounds (an intermediate that may overflow
+    // both ways, then a transform to finite values such as softcap): admitted, unverifiable.
+    // Where the defined value is NaN, NaN is required whatever the contract admits.
+    const bool flagged_nan = !std::isnan(v) && may_nan(enc, i);
+    const bool nan_ok = unbounded || flagged_nan;
     bool ok;
     if (bits == poison) {
       ++p.n_unwritten;
@@ -133,8 +142,8 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       if (!ok) ++p.n_nan;
     } else if (std::isnan(o)) {
       ok = false;
-      // Admitted (below) where the admissible set is unbounded; a mismatch elsewhere.
-      if (unbounded) ++p.n_nan_admitted; else ++p.n_nan;
+      // Admitted (below) where the admissible set is unbounded or admits NaN; a mismatch elsewhere.
+      if (nan_ok) ++p.n_nan_admitted; else ++p.n_nan;
     } else if (std::isinf(v)) {
       ok = o == v;  // the defined computation reaches ±inf (an infinite input): infinities match in sign
     } else {
@@ -154,9 +163,17 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
     }
     if (enc.unverifiable[i] || unbounded) {
       ++p.n_unv;
-      const bool nan_admitted = unbounded && std::isnan(o);
+      const bool nan_admitted = nan_ok && std::isnan(o);
       // Unwritten elements fail even here, and so does NaN where the bound is finite.
       if (!ok && (bits == poison || (std::isnan(o) && !nan_admitted))) ++p.n_fail, ++p.n_unv_fail;
+    } else if (flagged_nan) {
+      // Never a pass; NaN is admitted, while a number outside the finite bounds (or an
+      // unwritten element) still fails.
+      ++p.n_unv;
+      if (!ok && (bits == poison || !std::isnan(o))) {
+        ++p.n_fail, ++p.n_unv_fail;
+        if (p.first_fail < 0) p.first_fail = i;
+      }
     } else if (!ok) {
       ++p.n_fail;
       if (p.first_fail < 0) p.first_fail = i;

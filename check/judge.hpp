@@ -22,10 +22,12 @@ struct TensorVerdict {
   std::string verdict;  // pass | fail | unverifiable
   int64_t n = 0;
   int64_t n_fail = 0, n_unverifiable = 0, n_nan_mismatch = 0, n_unwritten = 0, n_padding_written = 0;
-  /// Failures in unverifiable elements: NaN or unwritten where the contract bounds nothing.
+  /// Failures in unverifiable elements: NaN or unwritten where the contract bounds nothing,
+  /// or a number outside the finite bounds of an element that admits NaN.
   int64_t n_fail_unverifiable = 0;
   /// NaN outputs where the admissible set is unbounded (an intermediate may overflow to
-  /// ±inf): admitted, counted as unverifiable, never as pass.
+  /// ±inf) or admits NaN (OutputEnclosure::may_nan): admitted, counted as unverifiable,
+  /// never as pass.
   int64_t n_nan_admitted = 0;
   /// Elements whose defined value is NaN (a NaN input reaches them): NaN is required there.
   int64_t n_nan_expected = 0;

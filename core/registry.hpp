@@ -56,6 +56,10 @@ struct OutputEnclosure {
   std::string name;
   DoubleBuf lo, hi;
   ByteBuf unverifiable;
+  /// NaN admissible although lo and hi may be finite (Enc::nan: an intermediate may
+  /// overflow both ways and meet inf - inf): such an element is unverifiable, a NaN output
+  /// there is admitted and a finite one outside [lo, hi] still fails. Empty: none.
+  ByteBuf may_nan;
 };
 
 class OpBinding {

@@ -76,12 +76,15 @@ struct AxisContract {
   AxisContract(const Contract& k, const char* axis)
       : g(gamma_n(k.reduction(axis).n_eff(), k.unit_of(axis))), acc(k.acc_of(axis)), unv(!(g < kInf)) {}
   /// The enclosure under the contract of a sum with exact-math enclosure `e`, and `abs`
-  /// a bound on the sum of its terms' magnitudes (midpoints and radii).
-  Enc apply(const Enc& e, double abs, bool unv_terms) const {
-    if (abs == 0) return Enc{e.m, e.r, unv_terms};
-    if (unv) return Enc{e.m, kInf, true};
-    if (abs * (1.0 + g) >= max_finite(acc)) return Enc{e.m, kInf, unv_terms};
-    return Enc{e.m, rup(e.r + g * abs), unv_terms};
+  /// a bound on the sum of its terms' magnitudes (midpoints and radii); flags as the
+  /// terms' (unverifiable, NaN admissible). A sum that may overflow admits ±inf, and NaN
+  /// where it may overflow both ways (EncSum::contract).
+  Enc apply(const Enc& e, double abs, bool unv_terms, bool nan_terms) const {
+    if (abs == 0) return Enc{e.m, e.r, unv_terms, nan_terms};
+    if (unv) return Enc{e.m, kInf, true, true};
+    if (abs * (1.0 + g) >= max_finite(acc))
+      return Enc{e.m, kInf, unv_terms, nan_terms || enc_detail::sum_may_overflow_both(e, abs, g, acc)};
+    return Enc{e.m, rup(e.r + g * abs), unv_terms, nan_terms};
   }
 };
 
@@ -93,27 +96,37 @@ struct AccRound {
 };
 
 /// Magnitude of `in` as floats (exact: every bf16, fp16 and fp32 value is a float),
-/// with the smallest nonzero and the largest magnitude.
+/// with the smallest nonzero, the largest and the largest finite magnitude.
 struct AbsFloat {
   Buf<float> a;
-  double lo = kInf, hi = 0;
+  double lo = kInf, hi = 0, fin_hi = 0;
 };
 AbsFloat abs_float(const DoubleBuf& in) {
   AbsFloat r;
   r.a.resize(in.size());
   const int64_t n = static_cast<int64_t>(in.size()), chunk = 1 << 16;
   const int64_t nch = (n + chunk - 1) / chunk;
-  std::vector<double> lo(static_cast<size_t>(nch), kInf), hi(static_cast<size_t>(nch), 0);
+  std::vector<double> lo(static_cast<size_t>(nch), kInf), hi(static_cast<size_t>(nch), 0), fin(static_cast<size_t>(nch), 0);
   tbb::parallel_for(int64_t(0), nch, [&](int64_t c) {
     for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
       const double v = std::fabs(in[i]);
       r.a[i] = f_up(v);
       if (v != 0) lo[c] = std::min(lo[c], v);
       hi[c] = std::max(hi[c], v);
+      if (v < kInf) fin[c] = std::max(fin[c], v);
     }
   });
-  for (int64_t c = 0; c < nch; ++c) r.lo = std::min(r.lo, lo[c]), r.hi = std::max(r.hi, hi[c]);
+  for (int64_t c = 0; c < nch; ++c)
+    r.lo = std::min(r.lo, lo[c]), r.hi = std::max(r.hi, hi[c]), r.fin_hi = std::max(r.fin_hi, fin[c]);
   return r;
+}
+
+/// The largest finite magnitude among n values (0 if none).
+double finite_max(const double* v, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(v[i])) m = std::max(m, std::fabs(v[i]));
+  return m;
 }
 
 /// Tiles a product over oneTBB: f(i0, i1, j0, j1) for tiles of `ti` x `tj`.
@@ -147,14 +160,15 @@ struct GradSum {
   double unscale(float s) const { return rup(std::ldexp(sb.mag(s), -kExp)); }
   /// The double value's own error.
   double mid_bound(float a_hat) const { return rup(sb.err(unscale(a_hat))); }
-  Dual at(double m, float a_hat, float r_hat, float f_hat, bool unv) const {
+  /// unv, nan: whether some g_v is unverifiable or may be NaN under the contract.
+  Dual at(double m, float a_hat, float r_hat, float f_hat, bool unv, bool nan) const {
     const double A = unscale(a_hat), R = unscale(r_hat);
     const double mid = sb.err(A);  // the double value's own error
-    Enc ref{m, rup(mid + unscale(f_hat)), false};
+    Enc ref{m, rup(mid + unscale(f_hat)), false, false};
     const double T = rup(R * (1.0 + ar.u) + A * (0x1p-53 + ar.u * (1.0 + 0x1p-52)) +
                          static_cast<double>(n) * (0x1p-1074 * (1.0 + ar.u) + ar.eta));
     const double abs = rup(A * (1.0 + 0x1p-53) + T);
-    Enc con = ax.apply(Enc{m, rup(mid + T), unv}, abs, unv);
+    Enc con = ax.apply(Enc{m, rup(mid + T), unv, nan}, abs, unv, nan);
     return {ref, con};
   }
 };
@@ -196,8 +210,10 @@ class FlceFast {
     b_ = g_.bias ? in["bias"].data() : nullptr;
     xa_ = abs_float(in["x"]);
     x_zero_.resize(static_cast<size_t>(g_.bt));
+    x_fin_max_.resize(static_cast<size_t>(g_.bt));
     par_rows(g_.bt, true, [&](int64_t r) {
       x_zero_[r] = std::all_of(x_ + r * g_.h, x_ + (r + 1) * g_.h, [](double e) { return e == 0; });
+      x_fin_max_[r] = finite_max(x_ + r * g_.h, g_.h);
     });
     wa_ = abs_float(in["weight"]);
     // Is each product x_h W_vh an accumulator number (no rounding in acc())? Significands
@@ -299,10 +315,18 @@ class FlceFast {
       Dual d;
       if (x_zero_[static_cast<size_t>(ch.r0 + i)]) {
         d = {enc_exact(m), enc_exact(m)};  // every product is an exact zero
+      } else if (!enc_detail::finite(m)) [[unlikely]] {
+        // A non-finite x_h (or W_vh): the double sum of the exact products is IEEE's value,
+        // ±inf or NaN, in any order (its finite products cannot overflow a double). Under
+        // the contract the finite products' partial sums might still overflow the other way
+        // (inf - inf): bounded by h max|x_h| max|W_vh| over the finite values.
+        const double fin = rup(static_cast<double>(g_.h) * x_fin_max_[static_cast<size_t>(ch.r0 + i)] * wa_.fin_hi);
+        d.ref = enc_exact(m);
+        d.con = Enc{m, 0.0, false, std::isinf(m) && !(rup(fin * (1.0 + ar.u)) * (1.0 + ax.g) < max_finite(ax.acc))};
       } else {
-        d.ref = Enc{m, rup(sb.err(S)), false};
+        d.ref = Enc{m, rup(sb.err(S)), false, false};
         const double tr = logit_prod_exact_ ? 0.0 : rup(ar.u * S + static_cast<double>(g_.h) * ar.eta);
-        d.con = ax.apply(Enc{m, rup(d.ref.r + tr), false}, rup(S + tr), false);
+        d.con = ax.apply(Enc{m, rup(d.ref.r + tr), false, false}, rup(S + tr), false, false);
       }
       if (b_) d = p_.acc(d + p_.c(b_[v]));
       l[v] = d;
@@ -321,8 +345,9 @@ class FlceFast {
     Buf<Dual> gd;  // the chunk's gradient rows, kept for dbias
     Buf<double> gm, dxm;
     Buf<float> ga, gr, gf, dxa, dxr, dxf;
-    std::vector<char> unv(static_cast<size_t>(kRows)), g_zero(static_cast<size_t>(kRows));
-    bool unv_all = false;
+    // Per row: some g_v unverifiable, some g_v admitting NaN, every g_v an exact zero.
+    std::vector<char> unv(static_cast<size_t>(kRows)), nan(static_cast<size_t>(kRows)), g_zero(static_cast<size_t>(kRows));
+    bool unv_all = false, nan_all = false;
     const GradSum dx_sum(v, k_, "v"), dw_sum(bt, k_, "rows");
     for (int64_t r0 = 0; r0 < bt; r0 += kRows) {
       Chunk ch{r0, std::min(kRows, bt - r0)};
@@ -342,7 +367,7 @@ class FlceFast {
                     ce_scale(p_, q_, in_["dloss"], r, wsum, any), g.data());
         flce_round_grad(p_, g_, g.data());
         // The contract's enclosure of g_v, recentred on the reference midpoint.
-        bool u = false, zero = true;
+        bool u = false, nn = false, zero = true;
         for (int64_t j = 0; j < v; ++j) {
           const Dual& e = g[j];
           const double rc = rup(e.con.r + std::fabs(e.con.m - e.ref.m));
@@ -352,13 +377,15 @@ class FlceFast {
           gr[i * v + j] = GradSum::scaled_up(rc);
           gf[i * v + j] = GradSum::scaled_up(e.ref.r);
           u = u || e.con.unv;
-          zero = zero && e.ref.m == 0 && e.ref.r == 0 && e.con.m == 0 && e.con.r == 0;
+          nn = nn || e.con.nan;
+          zero = zero && e.ref.m == 0 && e.ref.r == 0 && e.con.m == 0 && e.con.r == 0 && !e.con.nan;
         }
         g_zero[i] = zero;
         unv[i] = u;
+        nan[i] = nn;
         if (b_) std::copy(g.begin(), g.end(), gd.begin() + i * v);
       });
-      for (int64_t i = 0; i < ch.n; ++i) unv_all = unv_all || unv[i];
+      for (int64_t i = 0; i < ch.n; ++i) unv_all = unv_all || unv[i], nan_all = nan_all || nan[i];
       times_.lap("ce");
       // dx = G W for the chunk's rows.
       dxm.resize(static_cast<size_t>(ch.n * h));
@@ -381,7 +408,7 @@ class FlceFast {
         for (int64_t kk = 0; kk < h; ++kk) {
           const int64_t e = i * h + kk;
           // A row of exact zeros (an ignored target) gives exact zeros.
-          Dual d = g_zero[i] ? Dual{enc_exact(0), enc_exact(0)} : dx_sum.at(dxm[e], dxa[e], dxr[e], dxf[e], unv[i]);
+          Dual d = g_zero[i] ? Dual{enc_exact(0), enc_exact(0)} : dx_sum.at(dxm[e], dxa[e], dxr[e], dxf[e], unv[i], nan[i]);
           put_ref(ref.outputs[0], r * h + kk, d.ref);
           put_enc(out[0], r * h + kk, d.con);
         }
@@ -412,7 +439,7 @@ class FlceFast {
     par_rows(v, true, [&](int64_t j) {
       for (int64_t kk = 0; kk < h; ++kk) {
         const int64_t e = j * h + kk;
-        Dual d = dw_sum.at(dwm[e], dwa[e], dwr[e], dwf[e], unv_all);
+        Dual d = dw_sum.at(dwm[e], dwa[e], dwr[e], dwf[e], unv_all, nan_all);
         put_ref(ref.outputs[1], e, d.ref);
         put_enc(out[1], e, d.con);
       }
@@ -438,6 +465,7 @@ class FlceFast {
   bool logit_prod_exact_ = false;
   int sampled_ = 0;  // certification samples checked
   std::vector<char> x_zero_;  // rows of x that are all zeros
+  std::vector<double> x_fin_max_;  // per row of x, the largest finite magnitude
   Buf<double> lm_;  // the chunk's logits (double)
   Buf<float> ls_;   // and their magnitude sums (float)
 };

@@ -53,6 +53,7 @@ void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEncl
     out[o].lo.resize(n);
     out[o].hi.resize(n);
     out[o].unverifiable.resize(n);
+    out[o].may_nan.resize(n);
   }
 }
 

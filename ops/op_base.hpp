@@ -87,7 +87,7 @@ void size_ref(const std::vector<TensorSpec>& outs, RefResult& res);
 void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEnclosure>& out);
 inline void put_ref(OutputRef& o, int64_t i, const Enc& e) { o.v[i] = e.m, o.err[i] = e.r; }
 inline void put_enc(OutputEnclosure& o, int64_t i, const Enc& e) {
-  o.lo[i] = enc_lo(e), o.hi[i] = enc_hi(e), o.unverifiable[i] = e.unv;
+  o.lo[i] = enc_lo(e), o.hi[i] = enc_hi(e), o.unverifiable[i] = e.unv, o.may_nan[i] = e.nan;
 }
 
 // Normalization shared by the bindings; each throws UsageError with the reason.

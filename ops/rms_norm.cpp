@@ -128,7 +128,7 @@ class RmsNormBinding : public OpBinding {
       // The generic DualPolicy pass's results, bit for bit (reference/rms_norm_fast.hpp).
       auto bufs = [&](int o) {
         return RmsOut{ref.outputs[o].v.data(), ref.outputs[o].err.data(), out[o].lo.data(), out[o].hi.data(),
-                      out[o].unverifiable.data()};
+                      out[o].unverifiable.data(), out[o].may_nan.data()};
       };
       const RmsSource d = source(ts, bwd_);
       if (bwd_) rms_bwd_fast(k, q, d, bufs(0), bufs(1));

@@ -82,11 +82,11 @@ template <DType D>
 template <DType D>
 [[gnu::always_inline]] inline Enc round_enc(const Enc& a) {
   const double q = rne<D>(a.m);
-  if (a.r == 0) return Enc{q, 0.0, a.unv};
+  if (a.r == 0) return Enc{q, 0.0, a.unv, a.nan};
   if (q != 0 && std::fabs(q) < enc_detail::kInf &&
       (std::fabs(a.m - q) + a.r) * (1.0 + 0x1p-50) < 0.25 * ulp_of<D>(q))
-    return Enc{q, 0.0, a.unv};
-  return enc_from_bounds(rne<D>(enc_lo(a)), rne<D>(enc_hi(a)), a.unv);
+    return Enc{q, 0.0, a.unv, a.nan};
+  return enc_from_bounds(rne<D>(enc_lo(a)), rne<D>(enc_hi(a)), a.unv, a.nan);
 }
 
 [[gnu::always_inline]] inline Enc round_enc(const Enc& a, DType d) {
@@ -117,10 +117,10 @@ struct AccIn {
   }
   [[gnu::always_inline]] Enc operator()(const Enc& a) const {
     if (a.r == 0 && representable(a.m) && !(ftz && a.m != 0 && std::fabs(a.m) < min_normal))
-      return Enc{a.m, a.r, a.unv};
+      return a;
     const double mag = std::fabs(a.m) + a.r;
-    if (mag * (1.0 + u) >= max_finite) return Enc{a.m, enc_detail::kInf, a.unv};
-    return Enc{a.m, enc_detail::rup(a.r + u * mag + eta), a.unv};
+    if (mag * (1.0 + u) >= max_finite) return Enc{a.m, enc_detail::kInf, a.unv, a.nan};
+    return Enc{a.m, enc_detail::rup(a.r + u * mag + eta), a.unv, a.nan};
   }
 };
 

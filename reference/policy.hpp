@@ -131,7 +131,7 @@ struct EncPolicy {
   T max(const T& a, const T& b) const { return enc_max(a, b); }
   T or_zero(const T& x) const {
     if (!k) return x;
-    return enc_from_bounds(std::fmin(0.0, enc_lo(x)), std::fmax(0.0, enc_hi(x)), x.unv);
+    return enc_from_bounds(std::fmin(0.0, enc_lo(x)), std::fmax(0.0, enc_hi(x)), x.unv, x.nan);
   }
   using Sum = EncSum;
   Sum sum() const { return Sum{}; }

@@ -29,13 +29,14 @@
 namespace kv {
 
 /// One output tensor's buffers: the reference value and its error bound, the enclosure
-/// under the contract and its unverifiable flag (put_ref / put_enc of ops/op_base.hpp).
+/// under the contract and its unverifiable and NaN-admissible flags (put_ref / put_enc of
+/// ops/op_base.hpp).
 struct RmsOut {
   double *v, *err, *lo, *hi;
-  uint8_t* unv;
+  uint8_t *unv, *nan;
   void put(int64_t i, const Dual& e) const {
     v[i] = e.ref.m, err[i] = e.ref.r;
-    lo[i] = enc_lo(e.con), hi[i] = enc_hi(e.con), unv[i] = e.con.unv;
+    lo[i] = enc_lo(e.con), hi[i] = enc_hi(e.con), unv[i] = e.con.unv, nan[i] = e.con.nan;
   }
 };
 
@@ -53,10 +54,17 @@ using fast_detail::round_enc;
     constexpr uint64_t low27 = (uint64_t(1) << 27) - 1;
     const double ap = std::fabs(p);
     if (((fast_detail::bits_of(a.m) | fast_detail::bits_of(b.m)) & low27) == 0 && ap >= 0x1p-1000 && ap <= 0x1p1000)
-      return Enc{p, 0.0, a.unv || b.unv};
+      return Enc{p, 0.0, a.unv || b.unv, a.nan || b.nan};
   }
   return a * b;
 }
+
+/// An Enc's flags in one byte of the row buffers (bit 0 unverifiable, bit 1 NaN
+/// admissible), and an Enc from a buffer's value, radius and flags.
+[[gnu::always_inline]] inline uint8_t flags_of(const Enc& e) {
+  return static_cast<uint8_t>((e.unv ? 1 : 0) | (e.nan ? 2 : 0));
+}
+[[gnu::always_inline]] inline Enc enc_of(double m, double r, uint8_t f) { return Enc{m, r, (f & 1) != 0, (f & 2) != 0}; }
 
 /// A Dual sum (DualPolicy::Sum) whose two halves get terms of the same value, as where
 /// one half's term is acc() of the other's (acc() keeps the value): EncSum::add's
@@ -64,19 +72,20 @@ using fast_detail::round_enc;
 /// halves, kept once.
 struct TwinSum {
   double m = 0, err = 0, r[2] = {0, 0}, abs[2] = {0, 0};
-  bool unv[2] = {false, false};
+  uint8_t f[2] = {0, 0};  // flags_of, or-ed over the terms
   int64_t n = 0;
-  /// Adds {tm, r0} to the first half and {tm, r1} to the second.
-  [[gnu::always_inline]] void add(double tm, double r0, bool u0, double r1, bool u1) {
+  /// Adds {tm, r0} (flags f0) to the first half and {tm, r1} (flags f1) to the second.
+  [[gnu::always_inline]] void add(double tm, double r0, uint8_t f0, double r1, uint8_t f1) {
     const double s = m + tm;
     err += std::fabs(two_sum_err(m, tm, s));
     m = s;
-    r[0] += r0, abs[0] += std::fabs(tm) + r0, unv[0] = unv[0] || u0;
-    r[1] += r1, abs[1] += std::fabs(tm) + r1, unv[1] = unv[1] || u1;
+    r[0] += r0, abs[0] += enc_detail::abs_term(tm, r0), f[0] |= f0;
+    r[1] += r1, abs[1] += enc_detail::abs_term(tm, r1), f[1] |= f1;
     ++n;
   }
   DualPolicy::Sum sums() const {
-    return {EncSum::from_state(m, r[0], err, abs[0], n, unv[0]), EncSum::from_state(m, r[1], err, abs[1], n, unv[1])};
+    auto half = [&](int h) { return EncSum::from_state(m, r[h], err, abs[h], n, (f[h] & 1) != 0, (f[h] & 2) != 0); };
+    return {half(0), half(1)};
   }
 };
 
@@ -86,7 +95,7 @@ inline Dual rstd_row(const FastDualPolicy& p, const RmsParams& q, const double* 
   for (int64_t j = 0; j < q.n; ++j) {
     const Enc e = enc_exact(x[j]);
     const Enc t = fmul(e, e), tc = p.in(t);
-    s.add(t.m, t.r, t.unv, tc.r, tc.unv);
+    s.add(t.m, t.r, flags_of(t), tc.r, flags_of(tc));
   }
   return rms_rstd_of_sum(p, q, s.sums());
 }
@@ -136,8 +145,9 @@ void bwd_dx_elem(const FastDualPolicy& p, const Enc& R, const Dual& c, double dy
   g = Dual{fmul(d, t.ref), p.in(fmul(d, t.con))};
 }
 
+/// A finite enclosure of positive radius with no flag (the lanes write none).
 [[gnu::always_inline]] inline bool lean(const Enc& e) {
-  return std::isfinite(e.m) && e.r > 0 && e.r < enc_detail::kInf && !e.unv;
+  return std::isfinite(e.m) && e.r > 0 && e.r < enc_detail::kInf && !e.unv && !e.nan;
 }
 
 /// Buffers hold rows rounded up to a multiple of the widest lanes.
@@ -145,13 +155,13 @@ inline int64_t padded(int64_t n) { return (n + 3) / 4 * 4; }
 
 /// Per-column W' = offset + w, both halves, as lanes: the vector kernels take columns
 /// whose W' halves are short exact nonzero values (r = 0, at most 26 bits, finite, not
-/// unverifiable: lanes.inc's terms); `ok` marks them.
+/// unverifiable, no NaN admitted: lanes.inc's terms); `ok` marks them.
 struct Cols {
   std::vector<double> wr, wc;
   std::vector<int64_t> ok;
   Cols(const std::vector<Dual>& wp, int64_t n_pad) : wr(n_pad, 0.0), wc(n_pad, 0.0), ok(n_pad, 0) {
     auto usable = [](const Enc& e) {
-      return e.r == 0 && e.m != 0 && std::isfinite(e.m) && !e.unv &&
+      return e.r == 0 && e.m != 0 && std::isfinite(e.m) && !e.unv && !e.nan &&
              (fast_detail::bits_of(e.m) & ((uint64_t(1) << 27) - 1)) == 0;
     };
     for (size_t j = 0; j < wp.size(); ++j) {
@@ -162,7 +172,7 @@ struct Cols {
 };
 
 /// One backward row: m, m_j; t, the row sum's terms (dW's go straight into ColSums); r/c
-/// the reference and contract halves (value m, radius r, unverifiable flag u: only
+/// the reference and contract halves (value m, radius r, flags u as flags_of: only
 /// scalar-computed elements can carry one).
 struct BwdBufs {
   std::vector<double> x, dy, mrm, mrr, mcm, mcr, trm, trr, tcm, tcr;
@@ -184,12 +194,12 @@ struct BwdBufs {
 /// are the same numbers and are kept once; add() checks that.
 struct ColSums {
   std::vector<double> m, err, r[2], abs[2];
-  std::vector<uint8_t> unv[2];
+  std::vector<uint8_t> unv[2], nan[2];
   int64_t n = 0;  // terms added to every column
   explicit ColSums(int64_t n_pad) { reset(n_pad); }
   void reset(int64_t n_pad) {
     for (auto* v : {&m, &err, &r[0], &r[1], &abs[0], &abs[1]}) v->assign(static_cast<size_t>(n_pad), 0.0);
-    for (auto* v : {&unv[0], &unv[1]}) v->assign(static_cast<size_t>(n_pad), 0);
+    for (auto* v : {&unv[0], &unv[1], &nan[0], &nan[1]}) v->assign(static_cast<size_t>(n_pad), 0);
     n = 0;
   }
   /// EncSum::add of t.ref and t.con to column j's halves.
@@ -202,12 +212,15 @@ struct ColSums {
     const Enc* h[2] = {&t.ref, &t.con};
     for (int k = 0; k < 2; ++k) {
       r[k][j] += h[k]->r;
-      abs[k][j] += std::fabs(h[k]->m) + h[k]->r;
+      abs[k][j] += enc_detail::abs_term(h[k]->m, h[k]->r);
       unv[k][j] |= h[k]->unv ? 1 : 0;
+      nan[k][j] |= h[k]->nan ? 1 : 0;
     }
   }
   DualPolicy::Sum column(int64_t j) const {
-    auto half = [&](int h) { return EncSum::from_state(m[j], r[h][j], err[j], abs[h][j], n, unv[h][j] != 0); };
+    auto half = [&](int h) {
+      return EncSum::from_state(m[j], r[h][j], err[j], abs[h][j], n, unv[h][j] != 0, nan[h][j] != 0);
+    };
     return DualPolicy::Sum{half(0), half(1)};
   }
 };

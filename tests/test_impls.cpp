@@ -221,6 +221,35 @@ class CudaLikeThresholds : public kv::Impl {
   std::unique_ptr<kv::Impl> base_;
 };
 
+/// An op's host impl with NaN written over the first element of its first output: it
+/// must fail wherever that element's bound is finite and admits no NaN, and is admitted
+/// (unverifiable) only where the enclosure admits NaN there.
+class NanFirst : public kv::Impl {
+ public:
+  explicit NanFirst(const kv::Impl& base) : base_(base) {}
+  std::string op() const override { return base_.op(); }
+  std::string name() const override { return "test.nan_first"; }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return "test"; }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_.knobs(); }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override { return base_.contract(c, p); }
+  std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_.workspaces(c, p);
+  }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    base_.run(ts, c, p);
+    for (auto& s : ts.slots)
+      if (s.role == kv::Role::output && s.desc.numel() > 0) {
+        s.view().store(0, std::numeric_limits<double>::quiet_NaN());
+        return;
+      }
+  }
+
+ private:
+  const kv::Impl& base_;
+};
+
 }  // namespace
 
 const std::vector<PlantedBug>& planted_bugs() {
@@ -273,6 +302,9 @@ void register_test_impls() {
   r.add(std::make_unique<TwoBugs>());
   for (auto& [name, at] : out_of_bounds_writes()) r.add(std::make_unique<OutOfBounds>(name, at));
   r.add(std::make_unique<CudaLikeThresholds>());
+  for (const char* base : {"rms_norm", "layer_norm", "rope", "softmax", "cross_entropy", "fused_linear_cross_entropy",
+                           "swiglu", "geglu"})
+    for (const char* dir : {".fwd", ".bwd"}) r.add(std::make_unique<NanFirst>(r.impl(std::string(base) + dir, "host")));
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
 #ifdef KV_HAVE_CUDA

@@ -91,6 +91,40 @@ TEST(Judge, AnInfiniteValueMatchesInSignUnlessTheContractLeavesItOpen) {
   EXPECT_EQ(tv.verdict, "unverifiable");
 }
 
+// Where the enclosure admits NaN with finite bounds (Enc::nan: an intermediate may overflow
+// both ways and softcap bounds the rest), NaN is admitted and the element unverifiable,
+// never a pass; a number outside the bounds still fails; where the defined value is NaN,
+// NaN stays required.
+TEST(Judge, MayNanAdmitsNanWithFiniteBoundsButNeverPasses) {
+  Out o(kv::DType::f32, 4);
+  kv::OutputRef ref;
+  kv::OutputEnclosure enc;
+  point_ref(4, 1.0, 0.5, ref, enc);
+  enc.may_nan = kv::ByteBuf(4, 1);
+  ref.v[3] = std::nan("");
+  o.view.store(0, std::nan(""));
+  o.view.store(1, 1.25);
+  o.view.store(2, 1.0);
+  o.view.store(3, std::nan(""));
+  auto tv = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv.verdict, "unverifiable");
+  EXPECT_EQ(tv.n_fail, 0);
+  EXPECT_EQ(tv.n_nan_admitted, 1);
+  EXPECT_EQ(tv.n_nan_expected, 1);
+  EXPECT_EQ(tv.n_unverifiable, 3);  // 0, 1, 2: never a pass
+  o.view.store(1, 5.0);             // outside the finite bounds
+  auto tv2 = kv::judge(o.view, ref, enc, true);
+  EXPECT_EQ(tv2.verdict, "fail");
+  EXPECT_EQ(tv2.n_fail, 1);
+  EXPECT_EQ(tv2.first_fail_index, 1);
+  o.view.store(1, 1.0);
+  o.view.store(3, 1.0);  // the defined value is NaN
+  EXPECT_EQ(kv::judge(o.view, ref, enc, true).n_nan_mismatch, 1);
+  enc.may_nan = kv::ByteBuf(4, 0);  // no flag: NaN at a finite bound fails
+  o.view.store(3, std::nan(""));
+  EXPECT_EQ(kv::judge(o.view, ref, enc, true).n_nan_mismatch, 1);
+}
+
 TEST(Judge, PoisonIsUnwrittenAndPaddingWritesAreCaught) {
   Out o(kv::DType::bf16, 4, {2}, 1);  // every other element, offset 1
   kv::OutputRef ref;

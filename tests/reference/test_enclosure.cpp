@@ -111,6 +111,99 @@ RC_GTEST_PROP(Enclosure, ContractSumContainsEveryOrder, ()) {
   RC_ASSERT(inside(mpfr_float(static_cast<float>(up)), s.contract(kv::DType::f32, 0x1p-23, n)));
 }
 
+// Terms near fp32's overflow threshold, of one sign or both: every order an fp32 sum may
+// take (serial or a pairwise tree, in any permutation) ends in the contract's enclosure,
+// at ±inf only where it admits ±inf (an infinite radius), at NaN only where it admits
+// NaN; one-signed terms never admit NaN. tanh of the sum (softcap) keeps the flag while
+// bounding the value.
+RC_GTEST_PROP(Enclosure, OverflowingSumAdmitsInfAndNanOfEveryOrder, ()) {
+  kv::set_mpfr_bits(256);
+  const int n = *rc::gen::inRange(2, 40);
+  const int signs = *rc::gen::inRange(0, 3);  // 0: positive, 1: negative, 2: mixed
+  std::mt19937 g(*rc::gen::arbitrary<uint32_t>());
+  std::vector<float> t(static_cast<size_t>(n));
+  for (auto& v : t) {
+    const float mag = g() % 4 == 0 ? static_cast<float>(g() % 1000) : std::ldexp(1.0f + static_cast<float>(g() % 1024) / 1024.0f, 121 + static_cast<int>(g() % 7));
+    v = (signs == 1 || (signs == 2 && g() % 2)) ? -mag : mag;
+  }
+  kv::EncSum s;
+  for (float v : t) s.add(kv::enc_exact(v));
+  const Enc bound = s.contract(kv::DType::f32, kv::unit_roundoff(kv::DType::f32), n);
+  if (signs != 2) RC_ASSERT(!bound.nan);
+  for (int rep = 0; rep < 16; ++rep) {
+    std::shuffle(t.begin(), t.end(), g);
+    std::vector<float> l = t;
+    if (rep % 2) {
+      for (size_t w = 1; w < l.size(); w *= 2)
+        for (size_t i = 0; i + w < l.size(); i += 2 * w) l[i] = l[i] + l[i + w];
+    } else {
+      for (size_t i = 1; i < l.size(); ++i) l[0] = l[0] + l[i];
+    }
+    const float got = l[0];
+    if (std::isnan(got)) RC_ASSERT(bound.nan);
+    else if (std::isinf(got)) RC_ASSERT(bound.r == std::numeric_limits<double>::infinity());
+    else RC_ASSERT(inside(mpfr_float(got), bound));
+  }
+  const Enc th = kv::enc_tanh(bound);
+  RC_ASSERT(th.nan == bound.nan);
+  RC_ASSERT(std::isfinite(kv::enc_lo(th)) && std::isfinite(kv::enc_hi(th)));
+}
+
+// NaN admissible (Enc::nan) exactly where values that may be infinite (an overflowed
+// intermediate) or zero may meet as inf - inf, inf * 0, 0 / 0 or inf / inf; it spreads like
+// NaN through later operations, including those that map ±inf to finite values.
+TEST(Enclosure, NanFlagMarksWhereInfinitiesMayMeet) {
+  const double inf = std::numeric_limits<double>::infinity(), big = 0x1.fffffep127;
+  const Enc ovf = kv::enc_round_in(kv::enc_exact(big * 1.5), kv::DType::f32, 0x1p-24, false);  // may be ±inf
+  const Enc two = kv::enc_exact(2.0), zero = kv::enc_exact(0.0), around0{0.0, 0.5, false};
+  ASSERT_EQ(ovf.r, inf);
+  EXPECT_FALSE(ovf.nan);              // an overflowing rounding gives ±inf, never NaN
+  EXPECT_FALSE((ovf + two).nan);      // inf + finite
+  EXPECT_TRUE((ovf + ovf).nan);       // inf - inf
+  EXPECT_FALSE((ovf * two).nan);      // inf * nonzero
+  EXPECT_TRUE((ovf * zero).nan);      // inf * 0
+  EXPECT_TRUE((ovf * around0).nan);
+  EXPECT_FALSE((two / ovf).nan);      // finite / inf = 0
+  EXPECT_TRUE((zero / ovf).nan);      // an unknown denominator may be 0: 0 / 0
+  EXPECT_TRUE((ovf / ovf).nan);
+  EXPECT_FALSE((two / around0).nan);  // x / 0 = ±inf
+  EXPECT_TRUE((around0 / around0).nan);
+  EXPECT_TRUE(kv::enc_rsqrt(ovf).nan);  // 1/sqrt of a possible negative
+  EXPECT_TRUE(kv::enc_log(ovf).nan);
+  EXPECT_TRUE(kv::enc_sin(ovf).nan);    // sin(±inf)
+  EXPECT_FALSE(kv::enc_exp(ovf).nan);
+  // One-signed overflow: ±inf but no NaN; both ways: NaN too.
+  kv::EncSum pos, mixed;
+  for (double v : {big, big, 1.0}) pos.add(kv::enc_exact(v));
+  for (double v : {big, -big, big, -big}) mixed.add(kv::enc_exact(v));
+  const Enc sp = pos.contract(kv::DType::f32, 0x1p-24, 3), sm = mixed.contract(kv::DType::f32, 0x1p-24, 4);
+  EXPECT_EQ(sp.r, inf);
+  EXPECT_FALSE(sp.nan);
+  EXPECT_EQ(sm.r, inf);
+  EXPECT_TRUE(sm.nan);
+  // tanh bounds the value (softcap) and keeps the possible NaN; later operations keep it.
+  const Enc th = kv::enc_tanh(sm);
+  EXPECT_TRUE(th.nan);
+  EXPECT_LE(kv::enc_hi(th), 1.0 + 1e-12);
+  EXPECT_GE(kv::enc_lo(th), -1.0 - 1e-12);
+  EXPECT_TRUE((kv::enc_exp(th * two - two) + two).nan);
+  EXPECT_TRUE(kv::enc_max(kv::enc_exact(inf), th).nan);
+  EXPECT_FALSE(kv::enc_tanh(sp).nan);
+  kv::EncSum after;
+  after.add(th), after.add(two);
+  EXPECT_TRUE(after.exact().nan);
+  EXPECT_TRUE(after.contract(kv::DType::f32, 0x1p-24, 2).nan);
+  // An infinite term beside finite terms that may overflow the other way: inf - inf.
+  kv::EncSum withinf;
+  for (double v : {inf, -big, -big}) withinf.add(kv::enc_exact(v));
+  EXPECT_EQ(withinf.exact().m, inf);
+  EXPECT_FALSE(withinf.exact().nan);  // exact arithmetic: +inf
+  EXPECT_TRUE(withinf.contract(kv::DType::f32, 0x1p-24, 3).nan);
+  kv::EncSum withinf_small;
+  for (double v : {inf, -1.0, -1.0}) withinf_small.add(kv::enc_exact(v));
+  EXPECT_FALSE(withinf_small.contract(kv::DType::f32, 0x1p-24, 3).nan);
+}
+
 TEST(Enclosure, ContractSumIsUnverifiableWhenNeffTimesUReachesOne) {
   kv::EncSum s;
   for (int i = 0; i < 300; ++i) s.add(kv::enc_exact(1.0));

@@ -155,9 +155,9 @@ namespace {
 /// One output tensor as evaluate() stores it.
 struct OutBufs {
   std::vector<double> v, err, lo, hi;
-  std::vector<uint8_t> unv;
-  explicit OutBufs(size_t n) : v(n, -1.0), err(n, -1.0), lo(n, -1.0), hi(n, -1.0), unv(n, 7) {}
-  kv::RmsOut out() { return kv::RmsOut{v.data(), err.data(), lo.data(), hi.data(), unv.data()}; }
+  std::vector<uint8_t> unv, nan;
+  explicit OutBufs(size_t n) : v(n, -1.0), err(n, -1.0), lo(n, -1.0), hi(n, -1.0), unv(n, 7), nan(n, 7) {}
+  kv::RmsOut out() { return kv::RmsOut{v.data(), err.data(), lo.data(), hi.data(), unv.data(), nan.data()}; }
   static OutBufs of(const std::vector<kv::Dual>& g) {
     OutBufs b(g.size());
     for (size_t i = 0; i < g.size(); ++i) b.out().put(static_cast<int64_t>(i), g[i]);
@@ -191,9 +191,11 @@ void compare(const char* what, const OutBufs& f, const OutBufs& g, Compared& c) 
     SCOPED_TRACE(std::string(what) + "[" + std::to_string(i) + "]");
     ++c.elements;
     if (std::memcmp(&f.v[i], &g.v[i], 8) || std::memcmp(&f.err[i], &g.err[i], 8) ||
-        std::memcmp(&f.lo[i], &g.lo[i], 8) || std::memcmp(&f.hi[i], &g.hi[i], 8) || f.unv[i] != g.unv[i])
+        std::memcmp(&f.lo[i], &g.lo[i], 8) || std::memcmp(&f.hi[i], &g.hi[i], 8) || f.unv[i] != g.unv[i] ||
+        f.nan[i] != g.nan[i])
       ++c.differing_bits;
     ASSERT_EQ(f.unv[i], g.unv[i]);
+    ASSERT_EQ(f.nan[i], g.nan[i]);
     if (!std::isfinite(g.v[i])) {
       ASSERT_TRUE(f.v[i] == g.v[i] || (std::isnan(f.v[i]) && std::isnan(g.v[i])));
     } else {
