@@ -7,6 +7,8 @@
 # What comes back (OUT/soundness.tar.xz, and the summaries beside it): the logs, the failures,
 # and per campaign summary.json, summary.md and not-pass.jsonl (bench/campaign_summary.py);
 # the whole results stay on the machine (too large to carry back).
+# RESUME=1 continues the GPU campaign left in WORK by an earlier call on the same machine
+# (CASES is then the campaign's total, CAMPAIGN_S this call's seconds).
 # DIST: the binaries (ci/dist.sh); OUT: where logs and summaries go.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ mkdir -p "$OUT" "$WORK" "$PUB"
 if [ "${GPU:-1}" = 1 ]; then
   "$K" fuzz --device cuda --op all --budget-cases "$CASES" --budget-seconds "${CAMPAIGN_S:-480}" --seed "$SEED" \
     --max-elements 65536 --devices all --jobs-per-device "$JOBS" --max-shrink-seconds "${SHRINK_S:-20}" \
-    --out "$WORK/gpu" > "$PUB/gpu.log" 2>&1
+    --out "$WORK/gpu" ${RESUME:+--resume} >> "$PUB/gpu.log" 2>&1
   echo "gpu campaign exit $?" >> "$PUB/gpu.log"
   cp "$WORK/gpu/failures.jsonl" "$PUB/gpu-failures.jsonl" 2>/dev/null
   python3 bench/campaign_summary.py "$WORK/gpu/results.jsonl" "$PUB/gpu" --title "GPU soundness campaign seed $SEED"
