@@ -62,7 +62,7 @@ void ce_stats(const P& p, const CeParams& q, const X* x, CeRowStats<P>& st) {
     if (!KV_MUTANT_P(p, ce_sum_tail) || j + 1 < q.v) d.add(st.e[j]);
   }
   st.m = m;
-  st.d = p.finish(d, "row");
+  st.d = p.max_sub_den(p.finish(d, "row"));
   st.lse = p.acc(m + p.log(st.d));
 }
 

@@ -40,6 +40,9 @@ struct DualPolicy {
   T cos(const T& x) const { return {r.cos(x.ref), k.cos(x.con)}; }
   [[gnu::always_inline]] T max(const T& a, const T& b) const { return {r.max(a.ref, b.ref), k.max(a.con, b.con)}; }
   T or_zero(const T& x) const { return {r.or_zero(x.ref), k.or_zero(x.con)}; }
+  T sq(const T& x) const { return {r.sq(x.ref), k.sq(x.con)}; }
+  T at_least(const T& x, double b) const { return {r.at_least(x.ref, b), k.at_least(x.con, b)}; }
+  T max_sub_den(const T& d) const { return {r.max_sub_den(d.ref), k.max_sub_den(d.con)}; }
   struct Sum {
     EncSum ref, con;
     [[gnu::always_inline]] void add(const T& t) {

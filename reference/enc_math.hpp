@@ -74,4 +74,18 @@ inline Enc enc_max(const Enc& a, const Enc& b) {
   return enc_from_bounds(std::fmax(enc_lo(a), enc_lo(b)), std::fmax(enc_hi(a), enc_hi(b)), unv, nan);
 }
 
+/// x * x: the product of a value with itself is never below 0, which the product of two
+/// independent enclosures straddling 0 forgets (a variance of constant rows).
+inline Enc enc_sq(const Enc& a) {
+  const Enc p = a * a;
+  if (!std::isfinite(p.m) || !(enc_lo(p) < 0) || !(enc_hi(p) < enc_detail::kInf)) return p;
+  return enc_from_bounds(0.0, enc_hi(p), p.unv, p.nan);
+}
+/// a cut below at b, where every correct impl's value is known to be at least b.
+inline Enc enc_at_least(const Enc& a, double b) {
+  const double lo = enc_lo(a), hi = enc_hi(a);
+  if (std::isnan(a.m) || !(lo < b) || !(hi >= b) || !(hi < enc_detail::kInf)) return a;
+  return enc_from_bounds(b, hi, a.unv, a.nan);
+}
+
 }  // namespace kv

@@ -25,9 +25,10 @@ void layer_norm_fwd_row(const P& p, int64_t n, double eps, const double* x, cons
   auto v = p.sum();
   for (int64_t j = 0; j < n; ++j) {
     y[j] = p.acc(p.c(x[j]) - mean);  // d_j, kept for the output pass
-    v.add(p.acc(y[j] * y[j]));
+    v.add(p.acc(p.sq(y[j])));
   }
-  T var = p.acc(p.finish(v, "row") / (KV_MUTANT_P(p, ln_var_bessel) ? p.c(n - 1.0) : N));
+  // A mean of squares is never below 0 (the cut keeps var + eps > 0 for constant rows).
+  T var = p.at_least(p.acc(p.finish(v, "row") / (KV_MUTANT_P(p, ln_var_bessel) ? p.c(n - 1.0) : N)), 0.0);
   if (KV_MUTANT_P(p, ln_var_one_pass)) {  // E[x^2] - mean^2
     auto q = p.sum();
     for (int64_t j = 0; j < n; ++j) q.add(p.acc(p.c(x[j]) * p.c(x[j])));

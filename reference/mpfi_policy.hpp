@@ -39,6 +39,14 @@ struct MpfiPolicy {
     return T(lo, hi);
   }
   T or_zero(const T& x) const { return x; }
+  /// x * x cut at 0 (mpfi's product treats its operands as independent).
+  T sq(const T& x) const {
+    T r = x * x;
+    if (boost::multiprecision::lower(r) < 0) r = T(mpfr_float(0), boost::multiprecision::upper(r));
+    return r;
+  }
+  T max_sub_den(const T& d) const { return d; }
+  T at_least(const T& x, double) const { return x; }
   struct Sum {
     T s = T(0);
     void add(const T& t) { s += t; }

@@ -88,6 +88,14 @@ struct ValuePolicy {
     return cos(x);
   }
   T max(const T& a, const T& b) const { return a < b ? b : a; }
+  T sq(const T& x) const { return x * x; }
+  /// x, which the definition keeps at or above b (a mean of squares): values need no cut.
+  T at_least(const T& x, double b) const {
+    (void)b;
+    return x;
+  }
+  /// d = sum_j exp(z_j - max z): a value needs no cut (see EncPolicy::max_sub_den).
+  T max_sub_den(const T& d) const { return d; }
   /// Where an fp32 intermediate may overflow to inf and IEEE rules then give 0 (sigmoid of
   /// a very negative argument), an impl's result may be 0: only enclosures widen to it.
   T or_zero(const T& x) const { return x; }
@@ -129,6 +137,23 @@ struct EncPolicy {
   T sin(const T& x) const { return fn(enc_sin(x), "sin"); }
   T cos(const T& x) const { return fn(enc_cos(x), "cos"); }
   T max(const T& a, const T& b) const { return enc_max(a, b); }
+  T sq(const T& x) const { return enc_sq(x); }
+  /// x cut at b where every correct impl's value is at least b: a sum of terms that are
+  /// each >= 0 is >= 0 in any order under any monotone rounding, which the contract's
+  /// widening by gamma * sum|t| (relative to the terms' upper ends) forgets.
+  T at_least(const T& x, double b) const { return enc_at_least(x, b); }
+  /// d = sum_j exp(z_j - m), m = max_j z_j, the z_j as the impl computed them: the max's own
+  /// term is exp(0) and the others are >= 0, so d >= exp(0) (1 in exact math). Independent
+  /// enclosures of z_j and m forget that z_k - m = 0 (logits whose contract radius is a few
+  /// units, as FLCE's at |z| ~ 1e5, reach d's lower bound 0 and log d is unbounded). Under a
+  /// contract: exp(0) within its ulps, times another exp(0) where an online form rescales
+  /// the max's partial sum, with 2^-7 of slack for that product's rounding and an impl that
+  /// computes a logit twice.
+  T max_sub_den(const T& d) const {
+    if (!k) return enc_at_least(d, 1.0);
+    const double e0 = enc_lo(exp(c(0)));
+    return enc_at_least(d, e0 * e0 * (1.0 - 0x1p-7));
+  }
   T or_zero(const T& x) const {
     if (!k) return x;
     return enc_from_bounds(std::fmin(0.0, enc_lo(x)), std::fmax(0.0, enc_hi(x)), x.unv, x.nan);

@@ -250,6 +250,41 @@ class NanFirst : public kv::Impl {
   const kv::Impl& base_;
 };
 
+/// An op's host impl judged under the contract in $KV_TEST_CONTRACT (a contract's JSON as
+/// results lines carry it; unset: the host impl's own): a diagnostic that shows which
+/// elements another impl's declared contract leaves unbounded, without that impl's device.
+/// $KV_TEST_NAN_AT=i plants NaN at element i of the first output (a negative control).
+class ContractFromEnv : public kv::Impl {
+ public:
+  explicit ContractFromEnv(const kv::Impl& base) : base_(base) {}
+  std::string op() const override { return base_.op(); }
+  std::string name() const override { return "test.contract_env"; }
+  std::string device() const override { return "host"; }
+  std::string version() const override { return "test"; }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_.knobs(); }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    const char* j = std::getenv("KV_TEST_CONTRACT");
+    return j ? kv::Contract::from_json(nlohmann::json::parse(j)) : base_.contract(c, p);
+  }
+  std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_.workspaces(c, p);
+  }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    base_.run(ts, c, p);
+    const char* at = std::getenv("KV_TEST_NAN_AT");
+    if (!at) return;
+    for (auto& s : ts.slots)
+      if (s.role == kv::Role::output) {
+        s.view().store(std::stoll(at), std::numeric_limits<double>::quiet_NaN());
+        return;
+      }
+  }
+
+ private:
+  const kv::Impl& base_;
+};
+
 }  // namespace
 
 const std::vector<PlantedBug>& planted_bugs() {
@@ -304,7 +339,10 @@ void register_test_impls() {
   r.add(std::make_unique<CudaLikeThresholds>());
   for (const char* base : {"rms_norm", "layer_norm", "rope", "softmax", "cross_entropy", "fused_linear_cross_entropy",
                            "swiglu", "geglu"})
-    for (const char* dir : {".fwd", ".bwd"}) r.add(std::make_unique<NanFirst>(r.impl(std::string(base) + dir, "host")));
+    for (const char* dir : {".fwd", ".bwd"}) {
+      r.add(std::make_unique<NanFirst>(r.impl(std::string(base) + dir, "host")));
+      r.add(std::make_unique<ContractFromEnv>(r.impl(std::string(base) + dir, "host")));
+    }
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
 #ifdef KV_HAVE_CUDA

@@ -44,6 +44,9 @@ struct HostPolicy {
   T cos(T x) const { return fn(std::cos(x)); }
   T max(T a, T b) const { return std::fmax(a, b); }
   T or_zero(T x) const { return x; }
+  T sq(T x) const { return x * x; }
+  T max_sub_den(T d) const { return d; }
+  T at_least(T x, double) const { return x; }
 
   struct Sum {
     const HostPolicy* p = nullptr;

@@ -279,3 +279,34 @@ TEST(Enclosure, SpecialValuesFollowIeee) {
   t.add(pinf), t.add(kv::Enc{1.0, inf, false});  // an unknown term: the sum is unknown
   EXPECT_TRUE(unknown(t.exact()));
 }
+
+RC_GTEST_PROP(Enclosure, SquaresContainEverySquareAndStayAtOrAboveZero, ()) {
+  kv::set_mpfr_bits(256);
+  Enc a = gen_enc(false);
+  if (*rc::gen::element(0, 1)) a.r = std::fabs(a.m) * 2 + 1;  // straddling 0
+  const mpfr_float x = point(a);
+  const Enc s = kv::enc_sq(a);
+  RC_ASSERT(inside(x * x, s));
+  // [0, hi] in midpoint-radius form: its lower end within a few ulps of hi below 0.
+  RC_ASSERT(kv::enc_lo(s) >= -kv::enc_hi(s) * 0x1p-48);
+  RC_ASSERT(kv::enc_hi(s) <= kv::enc_hi(a * a) * (1 + 0x1p-48));
+}
+
+TEST(Enclosure, AtLeastCutsOnlyBelowItsBound) {
+  const Enc d = kv::enc_from_bounds(-1.0, 3000.0, false, false);
+  const Enc c = kv::enc_at_least(d, 0.99);
+  // Midpoint-radius form: the lower end within a few ulps of the upper one below the cut.
+  EXPECT_GE(kv::enc_lo(c), 0.99 - 3000.0 * 0x1p-48);
+  EXPECT_GE(kv::enc_hi(c), 3000.0);
+  const Enc tight = kv::enc_from_bounds(2.0, 3.0, false, false);
+  EXPECT_EQ(kv::enc_at_least(tight, 0.99).m, tight.m);  // already above: unchanged
+  EXPECT_EQ(kv::enc_at_least(tight, 0.99).r, tight.r);
+  EXPECT_TRUE(std::isinf(kv::enc_at_least(Enc{0.0, INFINITY, false, false}, 1.0).r));  // unbounded above: kept
+  // The policy's cut: 1 in exact math, exp(0)'s declared ulps (twice) and 2^-7 under a contract.
+  kv::Contract k;
+  k.math_ulps["exp"] = 2.0;
+  EXPECT_GE(kv::enc_lo(kv::EncPolicy{}.max_sub_den(d)), 1.0 - 3000.0 * 0x1p-48);
+  const double lo = kv::enc_lo(kv::EncPolicy{&k}.max_sub_den(d));
+  EXPECT_GT(lo, 0.99);
+  EXPECT_LT(lo, 1.0 - 0x1p-8);
+}
