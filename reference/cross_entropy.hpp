@@ -63,7 +63,7 @@ void ce_stats(const P& p, const CeParams& q, const X* x, CeRowStats<P>& st) {
   }
   st.m = m;
   st.d = p.max_sub_den(p.finish(d, "row"));
-  st.lse = p.acc(m + p.log(st.d));
+  st.lse = p.acc(m + p.max_sub_log(st.d));
 }
 
 template <class P, class X>

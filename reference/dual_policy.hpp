@@ -43,6 +43,7 @@ struct DualPolicy {
   T sq(const T& x) const { return {r.sq(x.ref), k.sq(x.con)}; }
   T at_least(const T& x, double b) const { return {r.at_least(x.ref, b), k.at_least(x.con, b)}; }
   T max_sub_den(const T& d) const { return {r.max_sub_den(d.ref), k.max_sub_den(d.con)}; }
+  T max_sub_log(const T& d) const { return {r.max_sub_log(d.ref), k.max_sub_log(d.con)}; }
   struct Sum {
     EncSum ref, con;
     [[gnu::always_inline]] void add(const T& t) {

@@ -81,6 +81,14 @@ inline Enc enc_sq(const Enc& a) {
   if (!std::isfinite(p.m) || !(enc_lo(p) < 0) || !(enc_hi(p) < enc_detail::kInf)) return p;
   return enc_from_bounds(0.0, enc_hi(p), p.unv, p.nan);
 }
+/// log a where a >= b > 0 is known (enc_at_least): from the bounds themselves, which
+/// keep the cut that a wide midpoint-radius form loses ([0.99, 1e20] has a midpoint and
+/// radius whose difference rounds to 0).
+inline Enc enc_log_at_least(const Enc& a, double b) {
+  const double lo = std::fmax(enc_lo(a), b), hi = enc_hi(a);
+  if (std::isnan(a.m) || !(b > 0) || !(hi >= lo) || !(hi < enc_detail::kInf)) return enc_log(a);
+  return enc_from_bounds(enc_detail::lib_lo(std::log(lo)), enc_detail::lib_hi(std::log(hi)), a.unv, a.nan);
+}
 /// a cut below at b, where every correct impl's value is known to be at least b.
 inline Enc enc_at_least(const Enc& a, double b) {
   const double lo = enc_lo(a), hi = enc_hi(a);

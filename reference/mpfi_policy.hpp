@@ -46,6 +46,7 @@ struct MpfiPolicy {
     return r;
   }
   T max_sub_den(const T& d) const { return d; }
+  T max_sub_log(const T& d) const { return log(d); }
   T at_least(const T& x, double) const { return x; }
   struct Sum {
     T s = T(0);

@@ -94,8 +94,9 @@ struct ValuePolicy {
     (void)b;
     return x;
   }
-  /// d = sum_j exp(z_j - max z): a value needs no cut (see EncPolicy::max_sub_den).
+  /// d = sum_j exp(z_j - max z) and log d: a value needs no cut (see EncPolicy::max_sub_den).
   T max_sub_den(const T& d) const { return d; }
+  T max_sub_log(const T& d) const { return log(d); }
   /// Where an fp32 intermediate may overflow to inf and IEEE rules then give 0 (sigmoid of
   /// a very negative argument), an impl's result may be 0: only enclosures widen to it.
   T or_zero(const T& x) const { return x; }
@@ -149,11 +150,14 @@ struct EncPolicy {
   /// contract: exp(0) within its ulps, times another exp(0) where an online form rescales
   /// the max's partial sum, with 2^-7 of slack for that product's rounding and an impl that
   /// computes a logit twice.
-  T max_sub_den(const T& d) const {
-    if (!k) return enc_at_least(d, 1.0);
+  double max_sub_floor() const {
+    if (!k) return 1.0;
     const double e0 = enc_lo(exp(c(0)));
-    return enc_at_least(d, e0 * e0 * (1.0 - 0x1p-7));
+    return e0 * e0 * (1.0 - 0x1p-7);
   }
+  T max_sub_den(const T& d) const { return enc_at_least(d, max_sub_floor()); }
+  /// log d with the same cut, taken from d's bounds (a wide d's midpoint form loses it).
+  T max_sub_log(const T& d) const { return fn(enc_log_at_least(d, max_sub_floor()), "log"); }
   T or_zero(const T& x) const {
     if (!k) return x;
     return enc_from_bounds(std::fmin(0.0, enc_lo(x)), std::fmax(0.0, enc_hi(x)), x.unv, x.nan);

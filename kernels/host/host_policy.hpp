@@ -46,6 +46,7 @@ struct HostPolicy {
   T or_zero(T x) const { return x; }
   T sq(T x) const { return x * x; }
   T max_sub_den(T d) const { return d; }
+  T max_sub_log(T d) const { return log(d); }
   T at_least(T x, double) const { return x; }
 
   struct Sum {

@@ -35,6 +35,23 @@ const char* kFlceCuda =
                        "v": {"acc": "fp32", "depth": 128, "n_eff": 136, "partials": 0, "serial": 8}},
         "u": 5.960464477539063e-08})";
 
+/// The same with label smoothing and logits of radius ~23 (|z| ~ 1.9e5): d's bounds
+/// [0.99, 1.3e20] have a midpoint form whose lower end rounds to 0, so log d is taken from
+/// the bounds (row 92).
+const char* kFlceWideCase =
+    "kv1 op=fused_linear_cross_entropy.fwd impl=test.contract_env config=num_warps:2 shape=264x67x3 "
+    "dtypes=bias:bf16,loss:fp32,target:i32,weight:bf16,x:bf16 attrs=bias:false,grad_rounding:x_dtype,"
+    "ignore_index:-100,label_smoothing:0x1.999999999999ap-4,reduction:none,softcap:0x0p+0,z_loss:0x0p+0 "
+    "dist=confident_margin seed=1352196617 gen=1";
+const char* kFlceWideCuda =
+    R"({"acc": "fp32", "determinism": {"loss": ["run_to_run"]}, "fma": true, "ftz": true,
+        "math_ulps": {"exp": 2.0, "log": 1.0, "tanh": 2.0},
+        "reductions": {"h": {"acc": "fp32", "depth": 128, "n_eff": 262, "partials": 0, "serial": 134},
+                       "row": {"acc": "fp32", "depth": 0, "n_eff": 3, "partials": 0, "serial": 3},
+                       "rows": {"acc": "fp32", "depth": 8, "n_eff": 10, "partials": 0, "serial": 2},
+                       "v": {"acc": "fp32", "depth": 128, "n_eff": 134, "partials": 0, "serial": 6}},
+        "u": 5.960464477539063e-08})";
+
 /// LayerNorm of rows of 256 with eps 1e-12 under cuda's contract: the variance's enclosure
 /// reached below 0 ((x - mean)^2 as a product of two intervals), so rstd was unbounded.
 const char* kLnCase =
@@ -62,6 +79,15 @@ TEST(EnclosureDependency, MaxSubtractedSumHoldsExpZero) {
   const auto f = run(kFlceCase, kFlceCuda);
   EXPECT_EQ(f["verdict"], "fail") << f["outputs"]["loss"].dump().substr(0, 1500);
   EXPECT_EQ(f["outputs"]["loss"]["n_fail"], 1);
+  EXPECT_EQ(f["outputs"]["loss"]["n_nan_admitted"], 0);
+}
+
+TEST(EnclosureDependency, LogOfAWideMaxSubtractedSumKeepsItsCut) {
+  const auto j = run(kFlceWideCase, kFlceWideCuda);
+  EXPECT_EQ(j["verdict"], "pass") << j["outputs"]["loss"].dump().substr(0, 1500);
+  Env nan("KV_TEST_NAN_AT", "92");
+  const auto f = run(kFlceWideCase, kFlceWideCuda);
+  EXPECT_EQ(f["verdict"], "fail") << f["outputs"]["loss"].dump().substr(0, 1500);
   EXPECT_EQ(f["outputs"]["loss"]["n_nan_admitted"], 0);
 }
 
