@@ -376,6 +376,7 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   double t_judge = 0;
   std::string method;
   if (plan.streams()) {
+    cache.scratch() = RefCache::Enclosures{};  // a whole case's enclosure would outlive its use here
     const TensorSet ins = generated_inputs(c, op, ts, *snap, inputs_modified);
     StreamOutcome so = check_streamed(c, op, k, plan, ins, ts);
     if (so.whole_instead) {
