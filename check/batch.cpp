@@ -5,6 +5,8 @@
 #include "check/replay.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "fuzz/gen.hpp"
+#include "fuzz/targets.hpp"
 
 namespace kv {
 
@@ -21,11 +23,15 @@ std::vector<std::string> claimed(const nlohmann::json& result) {
 
 }  // namespace
 
-std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result, int64_t extra_rows) {
+std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result, int64_t extra_rows,
+                                    const GenLimits* aim) {
   if (claimed(result).empty() || !c.layout.empty() || !c.alias.empty() || c.shape.size() < 2 || c.shape[0] < 1)
     return std::nullopt;
   Case big = c;
-  big.shape[0] += extra_rows > 0 ? extra_rows : 1 + c.shape[0] % 3;
+  int64_t grow = extra_rows > 0 ? extra_rows : 1 + c.shape[0] % 3;
+  if (extra_rows <= 0 && aim)
+    if (auto d0 = straddling_first_dim(c, aim->profile, aim->max_elements)) grow = *d0 - c.shape[0];
+  big.shape[0] += grow;
   try {
     registry().normalize(big);
   } catch (const UsageError&) {

@@ -13,11 +13,16 @@
 
 namespace kv {
 
-/// The companion of c (first dimension grown by extra_rows, by default 1 + c.shape[0] % 3
-/// so that row counts of every parity meet; normalized), or none where the check does not
-/// apply: no output claims batch_invariant in `result`'s contract, the case has layouts or
-/// aliases, or the companion is not a valid case.
-std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result, int64_t extra_rows = 0);
+struct GenLimits;  // fuzz/gen.hpp
+
+/// The companion of c (normalized): its first dimension grown by extra_rows where given;
+/// else, with `aim`, past the nearest rows threshold above c's rows that c's impl declares
+/// under aim's profile, within aim's max_elements (fuzz/targets.hpp), so that the pair
+/// straddles a dispatch threshold; else by 1 + c.shape[0] % 3, so that row counts of every
+/// parity meet. None where the check does not apply: no output claims batch_invariant in
+/// `result`'s contract, the case has layouts or aliases, or the companion is not a valid case.
+std::optional<Case> batch_companion(const Case& c, const nlohmann::json& result, int64_t extra_rows = 0,
+                                    const GenLimits* aim = nullptr);
 
 /// Compares the claimed outputs of the case (`small`) with the first rows of the
 /// companion's (`big`): {"companion", "outputs": {name: {"n_diff", "max_ulps"}},

@@ -99,16 +99,19 @@ struct Partial {
   double w_out = 0, w_v = 0, w_lo = 0, w_hi = 0, w_err = 0, w_hw = 0;
 };
 
-void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t b, int64_t e,
-                 Partial& p, Hists& hs, TolBuckets& tol) {
+/// Output elements [b, e) against ref and enc, which hold the elements from `base` on.
+void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t base, int64_t b,
+                 int64_t e, Partial& p, Hists& hs, TolBuckets& tol) {
   const DType dt = out.desc.dtype;
   const uint32_t poison = poison_bits(dt);
   for (int64_t i = b; i < e; ++i) {
+    const int64_t l = i - base;  // the element in ref and enc
     const uint32_t bits = out.bits(i);
-    const double o = decode(dt, bits), v = ref.v[i], err = ref.err[i];
+    const double o = decode(dt, bits), v = ref.v[l], err = ref.err[l];
+    const double e_lo = enc.lo[l], e_hi = enc.hi[l];
     // An infinite bound stays as it is (stepping outward from +inf would give inf - inf).
-    double lo_w = std::isinf(enc.lo[i]) && err == 0 ? enc.lo[i] : enc_detail::down(enc.lo[i] - err);
-    double hi_w = std::isinf(enc.hi[i]) && err == 0 ? enc.hi[i] : enc_detail::up(enc.hi[i] + err);
+    double lo_w = std::isinf(e_lo) && err == 0 ? e_lo : enc_detail::down(e_lo - err);
+    double hi_w = std::isinf(e_hi) && err == 0 ? e_hi : enc_detail::up(e_hi + err);
     // Enclosure arithmetic on an infinite input (inf - inf in a midpoint) gives NaN bounds
     // where IEEE arithmetic gives a finite value (exp(-inf) = 0): such a bound bounds nothing.
     if (std::isnan(lo_w)) lo_w = -kInf;
@@ -130,7 +133,7 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
     // The enclosure may also admit NaN with finite bounds (an intermediate that may overflow
     // both ways, then a transform to finite values such as softcap): admitted, unverifiable.
     // Where the defined value is NaN, NaN is required whatever the contract admits.
-    const bool flagged_nan = !std::isnan(v) && may_nan(enc, i);
+    const bool flagged_nan = !std::isnan(v) && may_nan(enc, l);
     const bool nan_ok = unbounded || flagged_nan;
     bool ok;
     if (bits == poison) {
@@ -161,7 +164,7 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       p.sum_signed_ulps += s_ulps, p.sum_abs_ulps += std::fabs(s_ulps), ++p.n_finite;
       tol.add(std::fabs(v), dist);
     }
-    if (enc.unverifiable[i] || unbounded) {
+    if (enc.unverifiable[l] || unbounded) {
       ++p.n_unv;
       const bool nan_admitted = nan_ok && std::isnan(o);
       // Unwritten elements fail even here, and so does NaN where the bound is finite.
@@ -182,42 +185,50 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
     ++hs.ulps[ratio_bin(ulps)];
     if (p.worst < 0 || ratio > p.max_ratio) {
       p.max_ratio = ratio, p.worst = i;
-      p.w_out = o, p.w_v = v, p.w_lo = a_lo, p.w_hi = a_hi, p.w_err = err, p.w_hw = half_width(enc.lo[i], enc.hi[i]);
+      p.w_out = o, p.w_v = v, p.w_lo = a_lo, p.w_hi = a_hi, p.w_err = err, p.w_hw = half_width(e_lo, e_hi);
     }
     p.max_ulps = std::max(p.max_ulps, ulps);
   }
 }
 
+/// Elements of the storage the view does not cover that no longer hold the poison. A
+/// contiguous view with an offset leaves the storage before it (its length: the offset);
+/// a strided one, the gaps its strides skip.
+int64_t padding_written(const TensorView& out) {
+  const DType dt = out.desc.dtype;
+  const int64_t total = out.desc.storage_elems(), n = out.desc.numel();
+  TensorView raw{TensorDesc{out.desc.name, dt, {total}, {}, 0}, out.base};
+  const uint32_t poison = poison_bits(dt);
+  int64_t written = 0;
+  if (out.desc.contiguous()) {
+    for (int64_t s = 0; s < out.desc.offset; ++s) written += raw.bits(s) != poison;
+    for (int64_t s = out.desc.offset + n; s < total; ++s) written += raw.bits(s) != poison;
+    return written;
+  }
+  std::vector<uint8_t> covered(static_cast<size_t>(total), 0);
+  for (int64_t i = 0; i < n; ++i) covered[static_cast<size_t>(out.storage_index(i))] = 1;
+  for (int64_t s = 0; s < total; ++s)
+    if (!covered[s] && raw.bits(s) != poison) ++written;
+  return written;
+}
+
 }  // namespace
 
-TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, bool check_padding) {
-  TensorVerdict tv;
-  tv.name = out.desc.name;
-  const DType dt = out.desc.dtype;
-  const int64_t n = out.desc.numel();
-  tv.n = n;
-  if (static_cast<int64_t>(ref.v.size()) != n || static_cast<int64_t>(enc.lo.size()) != n)
-    throw HarnessError("reference for " + tv.name + " has " + std::to_string(ref.v.size()) + " elements, output " +
-                       std::to_string(n));
-  // Fixed chunks judged in parallel, merged in order: the measurements do not depend on
-  // the thread count.
-  const int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
-  std::vector<Partial> parts(static_cast<size_t>(nchunks));
+/// Fixed chunks judged in parallel, merged in order: the measurements depend neither on the
+/// thread count nor on how the elements come in blocks (a chunk that spans two blocks
+/// carries its partial over, judged in the same order).
+struct JudgeStream::State {
+  static constexpr int64_t kChunk = int64_t(1) << 16;
+  TensorView out;
+  int64_t n = 0, next = 0;
+  Partial open;  // the chunk `next` lies in, when next is inside it
   tbb::combinable<TolBuckets> tol;  // bins keep a min and a max: the thread split does not matter
   tbb::combinable<Hists> hists;     // counts: neither does it here
-  tbb::parallel_for(int64_t(0), nchunks, [&](int64_t c) {
-    judge_range(out, ref, enc, c * chunk, std::min(n, (c + 1) * chunk), parts[c], hists.local(), tol.local());
-  });
-  TolBuckets all;
-  tol.combine_each([&](const TolBuckets& t) { all.merge(t); });
-  tv.tol_points = all.frontier();
-  std::vector<int64_t> hist(kBins, 0), ulps_hist(kBins, 0);
-  hists.combine_each([&](const Hists& h) {
-    for (int b = 0; b < kBins; ++b) hist[b] += h.ratio[b], ulps_hist[b] += h.ulps[b];
-  });
+  TensorVerdict tv;
   double sum_signed = 0, sum_abs = 0;
   int64_t n_finite = 0;
-  for (auto& p : parts) {
+
+  void merge(const Partial& p) {
     sum_signed += p.sum_signed_ulps, sum_abs += p.sum_abs_ulps, n_finite += p.n_finite;
     tv.n_fail += p.n_fail, tv.n_unverifiable += p.n_unv, tv.n_nan_mismatch += p.n_nan, tv.n_nan_admitted += p.n_nan_admitted;
     tv.n_nan_expected += p.n_nan_expected;
@@ -231,28 +242,77 @@ TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnc
       tv.worst_ref_err = p.w_err, tv.worst_half_width = p.w_hw;
     }
   }
+};
+
+JudgeStream::JudgeStream(const TensorView& out) : s_(std::make_unique<State>()) {
+  s_->out = out;
+  s_->n = out.desc.numel();
+  s_->tv.name = out.desc.name;
+  s_->tv.n = s_->n;
+}
+JudgeStream::~JudgeStream() = default;
+JudgeStream::JudgeStream(JudgeStream&&) noexcept = default;
+
+void JudgeStream::add(int64_t first, const OutputRef& ref, const OutputEnclosure& enc) {
+  State& s = *s_;
+  const int64_t len = static_cast<int64_t>(ref.v.size()), end = first + len, ch = State::kChunk;
+  if (first != s.next || end > s.n || static_cast<int64_t>(enc.lo.size()) != len)
+    throw HarnessError("judging " + s.tv.name + ": a block of " + std::to_string(len) + " elements at " +
+                       std::to_string(first) + " after " + std::to_string(s.next) + " of " + std::to_string(s.n));
+  if (len == 0) return;
+  const int64_t c0 = first / ch, c1 = (end - 1) / ch;
+  std::vector<Partial> parts(static_cast<size_t>(c1 - c0 + 1));
+  if (first % ch != 0) parts[0] = s.open;
+  tbb::parallel_for(c0, c1 + 1, [&](int64_t c) {
+    judge_range(s.out, ref, enc, first, std::max(first, c * ch), std::min(end, (c + 1) * ch), parts[c - c0],
+                s.hists.local(), s.tol.local());
+  });
+  for (int64_t c = c0; c <= c1; ++c) {
+    if (std::min(s.n, (c + 1) * ch) <= end) s.merge(parts[c - c0]);
+    else s.open = parts[c - c0];  // the last chunk goes on in the next block
+  }
+  s.next = end;
+}
+
+TensorVerdict JudgeStream::finish(bool check_padding) {
+  State& s = *s_;
+  if (s.next != s.n)
+    throw HarnessError("judging " + s.tv.name + ": " + std::to_string(s.next) + " of " + std::to_string(s.n) +
+                       " elements judged");
+  TensorVerdict tv = std::move(s.tv);
+  const TensorView& out = s.out;
+  const int64_t n = s.n;
+  TolBuckets all;
+  s.tol.combine_each([&](const TolBuckets& t) { all.merge(t); });
+  tv.tol_points = all.frontier();
+  std::vector<int64_t> hist(kBins, 0), ulps_hist(kBins, 0);
+  s.hists.combine_each([&](const Hists& h) {
+    for (int b = 0; b < kBins; ++b) hist[b] += h.ratio[b], ulps_hist[b] += h.ulps[b];
+  });
   if (n > 0) {
     tv.p50_ratio = std::min(hist_quantile(hist, 0.5, n), tv.max_ratio);
     tv.p99_ratio = std::min(hist_quantile(hist, 0.99, n), tv.max_ratio);
     tv.p50_ulps = std::min(hist_quantile(ulps_hist, 0.5, n), tv.max_ulps);
     tv.p99_ulps = std::min(hist_quantile(ulps_hist, 0.99, n), tv.max_ulps);
   }
-  if (n_finite > 0) tv.bias_ulps = sum_signed / static_cast<double>(n_finite), tv.mean_abs_ulps = sum_abs / static_cast<double>(n_finite);
+  if (s.n_finite > 0)
+    tv.bias_ulps = s.sum_signed / static_cast<double>(s.n_finite), tv.mean_abs_ulps = s.sum_abs / static_cast<double>(s.n_finite);
   if (tv.worst_index >= 0) unravel(tv.worst_index, out.desc.shape, tv.worst_coords);
-  if (check_padding && (!out.desc.contiguous() || out.desc.offset > 0)) {
-    // Storage the view does not cover must still hold the poison.
-    int64_t total = out.desc.storage_elems();
-    std::vector<uint8_t> covered(static_cast<size_t>(total), 0);
-    for (int64_t i = 0; i < n; ++i) covered[static_cast<size_t>(out.storage_index(i))] = 1;
-    TensorView raw{TensorDesc{out.desc.name, dt, {total}, {}, 0}, out.base};
-    const uint32_t poison = poison_bits(dt);
-    for (int64_t s = 0; s < total; ++s)
-      if (!covered[s] && raw.bits(s) != poison) ++tv.n_padding_written;
-  }
+  if (check_padding && (!out.desc.contiguous() || out.desc.offset > 0)) tv.n_padding_written = padding_written(out);
   tv.digest = digest(out);
   bool failed = tv.n_fail > 0 || tv.n_padding_written > 0;
   tv.verdict = failed ? "fail" : (tv.n_unverifiable > 0 ? "unverifiable" : "pass");
   return tv;
+}
+
+TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, bool check_padding) {
+  const int64_t n = out.desc.numel();
+  if (static_cast<int64_t>(ref.v.size()) != n || static_cast<int64_t>(enc.lo.size()) != n)
+    throw HarnessError("reference for " + out.desc.name + " has " + std::to_string(ref.v.size()) + " elements, output " +
+                       std::to_string(n));
+  JudgeStream js(out);
+  js.add(0, ref, enc);
+  return js.finish(check_padding);
 }
 
 nlohmann::json TensorVerdict::to_json() const {

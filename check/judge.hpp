@@ -2,6 +2,7 @@
 // measurements (never a bare boolean), written so NaN fails and an exact 0 <= 0 passes.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -55,5 +56,27 @@ std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosu
 
 /// Throws HarnessError when the reference value lies outside its own enclosure.
 TensorVerdict judge(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, bool check_padding);
+
+/// judge() over an output whose reference and enclosure come a block of elements at a
+/// time, in order (check/stream.hpp): elements are judged in the same fixed chunks, a chunk
+/// that spans two blocks carried over, and chunks merged in order, so the verdict is
+/// judge()'s over the whole, bit for bit.
+class JudgeStream {
+ public:
+  explicit JudgeStream(const TensorView& out);
+  ~JudgeStream();
+  JudgeStream(const JudgeStream&) = delete;
+  JudgeStream& operator=(const JudgeStream&) = delete;
+  JudgeStream(JudgeStream&&) noexcept;
+  /// Output elements [first, first + ref.v.size()) against ref and enc, which hold just
+  /// those elements; `first` is where the previous block ended.
+  void add(int64_t first, const OutputRef& ref, const OutputEnclosure& enc);
+  /// The verdict, once every element was added; throws HarnessError before.
+  TensorVerdict finish(bool check_padding);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 }  // namespace kv

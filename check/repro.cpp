@@ -36,7 +36,11 @@ std::string write_repro(const std::string& dir, const Case& c, const TensorSet& 
     t["hi." + e.name] = f64_tensor(shape, e.hi.data(), e.hi.size());
   }
   write_safetensors((d / "tensors.safetensors").string(), t, {{"case", c.str()}, {"reference", ref.method}});
-  write_case_json(d, result, "tensors.safetensors: inputs and outputs by name; ref.<out>, ref_err.<out>, lo.<out>, hi.<out> in F64");
+  write_case_json(d, result,
+                  encs.empty() ? "tensors.safetensors: inputs and outputs by name (the reference was evaluated a block "
+                                 "of rows at a time and not kept: the replay computes it again)"
+                               : "tensors.safetensors: inputs and outputs by name; ref.<out>, ref_err.<out>, lo.<out>, "
+                                 "hi.<out> in F64");
   return d.string();
 }
 

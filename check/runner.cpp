@@ -11,6 +11,8 @@
 
 #include "check/judge.hpp"
 #include "check/repro.hpp"
+#include "check/stream.hpp"
+#include "core/row_slice.hpp"
 #include "core/safetensors.hpp"
 #include "core/digest.hpp"
 #include "core/error.hpp"
@@ -153,7 +155,85 @@ TensorSet allocate_tensors(const Case& c, const OpBinding& op) {
   return ts;
 }
 
+WholeRef whole_reference(const Case& c, const OpBinding& op, const Contract& k, const TensorSet& ins, RefCache& cache) {
+  WholeRef w;
+  auto t0 = Clock::now();
+  const uint64_t iid = c.input_id();
+  w.ref = cache.get(iid);
+  w.cached = w.ref != nullptr;
+  // The enclosure depends on the inputs and the contract's numerics only: configs that
+  // declare the same numerics (e.g. per-SM partials and atomics) share it.
+  RefCache::Enclosures& sc = cache.scratch();
+  const uint64_t enc_key = iid * 0x9E3779B97F4A7C15ull ^ k.numerics_hash();
+  w.enc_cached = sc.valid && sc.key == enc_key;
+  std::vector<OutputEnclosure>& encs = sc.outputs;
+  if (!w.enc_cached) sc.valid = false;  // until it is complete again
+  bool enc_done = false;
+  if (!w.ref) {
+    w.ref = std::make_shared<RefResult>();
+    if (!w.enc_cached) {  // both in one pass (the enclosure's time is counted here)
+      op.evaluate(c, ins, k, *w.ref, encs);
+      enc_done = true;
+    } else {
+      *w.ref = op.reference(c, ins);
+    }
+    cache.put(iid, w.ref);
+  }
+  w.reference_s = since(t0);
+  t0 = Clock::now();
+  if (!w.enc_cached) {
+    if (!enc_done) op.enclose(c, ins, k, encs);
+    auto out_dtype = [&](const std::string& n) { return ins.at(n).desc.dtype; };
+    std::map<std::string, std::vector<int64_t>> misses;
+    for (auto& e : encs) {
+      auto m = ref_target_misses(w.ref->at(e.name), e, out_dtype(e.name));
+      if (!m.empty()) misses[e.name] = std::move(m);
+    }
+    sc.refined = sc.insufficient = 0;
+    if (!misses.empty()) {
+      for (auto& [n, m] : misses) sc.refined += static_cast<int64_t>(m.size());
+      op.refine(c, ins, *w.ref, misses);
+      for (auto& e : encs) {
+        for (int64_t i : ref_target_misses(w.ref->at(e.name), e, out_dtype(e.name))) {
+          e.unverifiable[i] = 1;  // the reference cannot decide this element: never a pass
+          ++sc.insufficient;
+        }
+      }
+    }
+    sc.key = enc_key;
+    sc.valid = true;
+  }
+  w.enclose_s = since(t0);
+  return w;
+}
+
 namespace {
+
+nlohmann::json reference_json(const std::string& method, bool cached, bool enc_cached, int64_t refined,
+                              int64_t insufficient) {
+  return {{"method", method},
+          {"cached", cached},
+          {"enclosure_cached", enc_cached},
+          {"elements_refined", refined},
+          {"elements_reference_insufficient", insufficient}};
+}
+
+/// The case's tensors with each input as generated: the snapshot's buffers (an input an
+/// output aliases: its pristine copy), or all generated again where the impl wrote into
+/// an input that the snapshot shares.
+TensorSet generated_inputs(const Case& c, const OpBinding& op, const TensorSet& ts, const InputSnapshot& snap,
+                           bool inputs_modified) {
+  if (inputs_modified) {
+    TensorSet fresh = allocate_tensors(c, op);
+    op.generate(c, fresh);
+    return fresh;
+  }
+  TensorSet ins = ts;
+  size_t k = 0;
+  for (auto& s : ins.slots)
+    if (s.role == Role::input) s.buffer = snap.buffers[k++];
+  return ins;
+}
 
 nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache) {
   auto t_total = Clock::now();
@@ -180,10 +260,10 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
       throw HarnessError("contract of " + impl.name() + " cites " + std::to_string(ulps) + " ulp for " + fn +
                          ", calibration measured " + std::to_string(it->second) + " on this device");
 
-  // Memory: storage plus the reference's per-element value, bound and enclosure.
-  double need = case_tensor_bytes(c, op);
-  for (auto& s : op.tensors(c))
-    need += static_cast<double>(numel(s.shape)) * (s.role == Role::output ? 56.0 : 8.0);
+  // Memory: the case's tensors and the reference beside them, whole or a block of rows
+  // at a time (check/stream.hpp).
+  const StreamPlan plan = plan_stream(c, op, row_block_bytes());
+  const double need = case_host_bytes(c, op, plan);
   double avail = static_cast<double>(mem_available_bytes());
   if (need > 0.8 * avail)
     throw UsageError("shape " + shape_str(c.shape) + " does not fit in host memory: the case needs about " + gib(need) +
@@ -239,60 +319,10 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   const std::map<std::string, uint64_t>& raw_before = snap->raw_digests;
   double t_generate = since(t0);
 
-  // Reference once per input identity; enclosure under this contract.
-  t0 = Clock::now();
-  const uint64_t iid = c.input_id();
-  auto ref = cache.get(iid);
-  bool cached = ref != nullptr;
-  // The enclosure depends on the inputs and the contract's numerics only: configs that
-  // declare the same numerics (e.g. per-SM partials and atomics) share it.
-  RefCache::Enclosures& sc = cache.scratch();
-  const uint64_t enc_key = iid * 0x9E3779B97F4A7C15ull ^ k.numerics_hash();
-  const bool enc_cached = sc.valid && sc.key == enc_key;
-  std::vector<OutputEnclosure>& encs = sc.outputs;
-  if (!enc_cached) sc.valid = false;  // until it is complete again
-  bool enc_done = false;
-  if (!ref) {
-    ref = std::make_shared<RefResult>();
-    if (!enc_cached) {  // both in one pass (the enclosure's time is counted here)
-      op.evaluate(c, ts, k, *ref, encs);
-      enc_done = true;
-    } else {
-      *ref = op.reference(c, ts);
-    }
-    cache.put(iid, ref);
-  }
-  double t_reference = since(t0);
-  t0 = Clock::now();
-  if (!enc_cached) {
-    if (!enc_done) op.enclose(c, ts, k, encs);
-    auto out_dtype = [&](const std::string& n) { return ts.at(n).desc.dtype; };
-    std::map<std::string, std::vector<int64_t>> misses;
-    for (auto& e : encs) {
-      auto m = ref_target_misses(ref->at(e.name), e, out_dtype(e.name));
-      if (!m.empty()) misses[e.name] = std::move(m);
-    }
-    sc.refined = sc.insufficient = 0;
-    if (!misses.empty()) {
-      for (auto& [n, m] : misses) sc.refined += static_cast<int64_t>(m.size());
-      op.refine(c, ts, *ref, misses);
-      for (auto& e : encs) {
-        for (int64_t i : ref_target_misses(ref->at(e.name), e, out_dtype(e.name))) {
-          e.unverifiable[i] = 1;  // the reference cannot decide this element: never a pass
-          ++sc.insufficient;
-        }
-      }
-    }
-    sc.key = enc_key;
-    sc.valid = true;
-  }
-  const int64_t refined = sc.refined, insufficient = sc.insufficient;
-  double t_enclose = since(t0);
-  j["reference"] = {{"method", ref->method},
-                    {"cached", cached},
-                    {"enclosure_cached", enc_cached},
-                    {"elements_refined", refined},
-                    {"elements_reference_insufficient", insufficient}};
+  // Reference once per input identity; enclosure under this contract. A case that streams
+  // evaluates both after the run, a block of rows at a time.
+  WholeRef whole;
+  if (!plan.streams()) whole = whole_reference(c, op, k, ts, cache);
 
   // Workspaces, poisoned and canaried like tensors.
   for (auto& w : impl.workspaces(c, prof)) {
@@ -308,11 +338,12 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
 
   t0 = Clock::now();
   std::vector<std::string> reasons;
+  bool inputs_modified = false;
   for (auto& s : ts.slots)
     if (s.alias_of.empty())
       if (auto dmg = s.buffer->canary_damage()) {
         reasons.push_back("out-of-bounds write on " + s.desc.name + ": " + *dmg);
-        if (s.role == Role::input) cache.drop_inputs(input_key);  // shared: not pristine now
+        if (s.role == Role::input) cache.drop_inputs(input_key), inputs_modified = true;  // shared: not pristine now
       }
   for (auto& [n, b] : ts.workspaces)
     if (auto dmg = b->canary_damage()) reasons.push_back("out-of-bounds write on workspace " + n + ": " + *dmg);
@@ -323,25 +354,59 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
     if (!written_in_place && raw_digest(s.buffer->payload(), s.buffer->payload_bytes()) != raw_before.at(s.desc.name)) {
       reasons.push_back("input " + s.desc.name + " was modified");
       cache.drop_inputs(input_key);  // the shared copy is no longer pristine
+      inputs_modified = true;
     }
   }
+  const std::vector<TensorSpec> out_specs = [&] {
+    std::vector<TensorSpec> o;
+    for (auto& t : op.tensors(c))
+      if (t.role == Role::output) o.push_back(t);
+    return o;
+  }();
   if (!env.outputs_dir.empty()) {
     std::map<std::string, StoredTensor> kept;
-    for (auto& e : encs) kept[e.name] = gather(ts.at(e.name).view());
+    for (auto& t : out_specs) kept[t.name] = gather(ts.at(t.name).view());
     write_safetensors((std::filesystem::path(env.outputs_dir) / (hex64(c.case_id()) + ".safetensors")).string(), kept,
                       {{"case", c.str()}});
   }
+
+  // Verdicts per output: against the whole reference, or streamed.
+  std::vector<TensorVerdict> verdicts;
+  int64_t stream_blocks = 0;
+  double t_judge = 0;
+  std::string method;
+  if (plan.streams()) {
+    cache.scratch() = RefCache::Enclosures{};  // a whole case's enclosure would outlive its use here
+    const TensorSet ins = generated_inputs(c, op, ts, *snap, inputs_modified);
+    StreamOutcome so = check_streamed(c, op, k, plan, ins, ts);
+    if (so.whole_instead) {
+      whole = whole_reference(c, op, k, ins, cache);
+    } else {
+      verdicts = std::move(so.verdicts);
+      stream_blocks = so.blocks_evaluated;
+      whole.reference_s = so.reference_s, whole.enclose_s = so.refine_s, t_judge = so.judge_s;
+      j["reference"] = reference_json(so.method, false, false, so.refined, so.insufficient);
+    }
+  }
+  const RefCache::Enclosures& sc = cache.scratch();
+  if (whole.ref) {
+    j["reference"] = reference_json(whole.ref->method, whole.cached, whole.enc_cached, sc.refined, sc.insufficient);
+    const auto t_j = Clock::now();
+    for (auto& e : sc.outputs) {
+      const TensorSlot& s = ts.at(e.name);
+      verdicts.push_back(judge(s.view(), whole.ref->at(e.name), e, s.alias_of.empty()));
+    }
+    t_judge = since(t_j);
+  }
+
   nlohmann::json outs = nlohmann::json::object();
   bool any_fail = !reasons.empty(), any_unv = false;
   std::string empty;  // outputs without elements: a case that checked nothing never passes
-  if (encs.empty()) empty = "(the op has no outputs)";
-  const auto t_j = Clock::now();
-  for (auto& e : encs) {
-    const TensorSlot& s = ts.at(e.name);
-    TensorVerdict tv = judge(s.view(), ref->at(e.name), e, s.alias_of.empty());
+  if (verdicts.empty()) empty = "(the op has no outputs)";
+  for (const TensorVerdict& tv : verdicts) {
     if (tv.verdict == "fail") {
       any_fail = true;
-      std::string why = e.name + ": " + std::to_string(tv.n_fail) + " of " + std::to_string(tv.n) + " elements fail";
+      std::string why = tv.name + ": " + std::to_string(tv.n_fail) + " of " + std::to_string(tv.n) + " elements fail";
       if (tv.n_nan_mismatch) why += " (" + std::to_string(tv.n_nan_mismatch) + " NaN)";
       if (tv.n_unwritten) why += " (" + std::to_string(tv.n_unwritten) + " unwritten)";
       if (tv.n_padding_written) why += ", " + std::to_string(tv.n_padding_written) + " padding elements written";
@@ -349,17 +414,18 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
       reasons.push_back(why);
     }
     any_unv |= tv.verdict == "unverifiable";
-    if (tv.n == 0) append_sep(empty, ", ", e.name);
-    outs[e.name] = tv.to_json();
+    if (tv.n == 0) append_sep(empty, ", ", tv.name);
+    outs[tv.name] = tv.to_json();
   }
   j["outputs"] = outs;
-  const double t_judge = since(t_j);
   double t_check = since(t0);
   // generate_s = alloc_s (storage, poisoned) + fill_s (the op's inputs; 0 when cached) +
-  // digests; check_s includes judge_s (every output against its enclosure).
-  j["timings"] = {{"generate_s", t_generate}, {"alloc_s", t_alloc},   {"fill_s", t_fill},
-                  {"reference_s", t_reference}, {"enclose_s", t_enclose}, {"impl_s", t_impl},
-                  {"check_s", t_check},         {"judge_s", t_judge},     {"total_s", since(t_total)}};
+  // digests; check_s includes judge_s (every output against its enclosure) and, where the
+  // case streams (stream_blocks: blocks evaluated), reference_s and enclose_s (refinement).
+  j["timings"] = {{"generate_s", t_generate},       {"alloc_s", t_alloc},          {"fill_s", t_fill},
+                  {"reference_s", whole.reference_s}, {"enclose_s", whole.enclose_s}, {"impl_s", t_impl},
+                  {"check_s", t_check},              {"judge_s", t_judge},          {"total_s", since(t_total)}};
+  if (stream_blocks) j["timings"]["stream_blocks"] = stream_blocks;
   for (auto& [k2, v] : ts.timings) j["timings"][k2] = v;
   if (any_fail) {
     j["verdict"] = "fail";
@@ -368,7 +434,11 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
     j["reason"] = r;
     if (!env.repro_dir.empty()) {
       try {
-        j["repro"] = write_repro(env.repro_dir, c, ts, *ref, encs, j);
+        // A streamed case keeps no whole reference: its bundle holds the tensors alone.
+        const RefResult none{{}, j["reference"].value("method", "")};
+        const std::vector<OutputEnclosure> no_encs;
+        j["repro"] = whole.ref ? write_repro(env.repro_dir, c, ts, *whole.ref, sc.outputs, j)
+                               : write_repro(env.repro_dir, c, ts, none, no_encs, j);
       } catch (const std::exception& e) {
         j["repro_error"] = e.what();  // the verdict stands without its bundle
       }

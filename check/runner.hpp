@@ -86,6 +86,17 @@ double case_tensor_bytes(const Case& c, const OpBinding& op);
 /// The case's tensors with their layouts and aliases: every buffer poisoned, canaried.
 TensorSet allocate_tensors(const Case& c, const OpBinding& op);
 
+/// The whole-tensor reference of c under k from the generated inputs in `ins`: the value
+/// once per input identity (cache), the enclosure (cache.scratch(), kept while its key
+/// holds), the elements that missed the reference target refined and those still missing
+/// marked unverifiable. A case that streams goes through check/stream.hpp instead.
+struct WholeRef {
+  std::shared_ptr<RefResult> ref;
+  bool cached = false, enc_cached = false;
+  double reference_s = 0, enclose_s = 0;
+};
+WholeRef whole_reference(const Case& c, const OpBinding& op, const Contract& k, const TensorSet& ins, RefCache& cache);
+
 /// Parses, normalizes and runs one case; never throws (errors become verdict `error`).
 nlohmann::json run_case(const std::string& case_str, const RunEnv& env, RefCache& cache);
 

@@ -133,8 +133,8 @@ int run_fuzz_command(FuzzCommand& f) {
   const std::string kept = (std::filesystem::path(o.out) / "batch-outputs").string();
   Supervisor bsup(keeping_outputs(wargs, kept), f.common.timeout_s);
   if (ext->has_worker()) bsup.set_relay([&](const nlohmann::json& req) { return ext->relay(req); });
-  io.batch = [&](const Case& c, const nlohmann::json& r) -> std::optional<nlohmann::json> {
-    auto comp = batch_companion(c, r);
+  io.batch = [&](const Case& c, const nlohmann::json& r, const GenLimits& lim) -> std::optional<nlohmann::json> {
+    auto comp = batch_companion(c, r, 0, &lim);
     if (!comp) return std::nullopt;
     auto pair = run_batch_pair(bsup, env, kept, c, *comp, r);
     if (!pair) return std::nullopt;

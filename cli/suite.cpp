@@ -94,7 +94,7 @@ std::vector<SuiteEntry> parse_suite(const std::string& text, const std::string& 
     check_fields(j, {"name", "about", "entries"}, "suite file '" + path + "'");
     std::vector<SuiteEntry> out;
     for (auto& e : j.at("entries")) {
-      check_fields(e, {"ops", "impls", "dtypes", "shapes", "attrs", "configs", "dists", "seeds", "about"},
+      check_fields(e, {"ops", "impls", "dtypes", "shapes", "attrs", "configs", "dists", "seeds", "layouts", "about"},
                    "an entry of suite file '" + path + "'");
       SuiteEntry s;
       s.ops = list_of<std::string>(e, "ops", {});
@@ -104,6 +104,7 @@ std::vector<SuiteEntry> parse_suite(const std::string& text, const std::string& 
       s.attrs = map_of(e, "attrs");
       s.configs = map_of(e, "configs");
       s.dists = list_of<std::string>(e, "dists", {"normal"});
+      s.layouts = list_of<std::string>(e, "layouts", {""});
       s.seeds = seeds_of(e);
       if (s.ops.empty() || s.shapes.empty()) throw UsageError("suite entry needs 'ops' and 'shapes'");
       out.push_back(std::move(s));
@@ -160,19 +161,21 @@ std::vector<Case> expand_suite(const std::vector<SuiteEntry>& entries, const std
             for (auto& dt : e.dtypes)
               for (auto& sh : e.shapes)
                 for (auto& dist : e.dists)
-                  for (auto seed : e.seeds) {
-                    Case c;
-                    c.op = opname;
-                    c.impl = impl->name();
-                    c.config = cfg;
-                    c.attrs = at;
-                    c.shape = parse_shape(sh);
-                    c.dist = dist;
-                    c.seed = seed;
-                    c.dtypes = parse_dtypes_arg(dt);
-                    reg.normalize(c);
-                    if (seen.insert(c.str()).second) out.push_back(std::move(c));
-                  }
+                  for (auto& lay : e.layouts)
+                    for (auto seed : e.seeds) {
+                      Case c;
+                      c.op = opname;
+                      c.impl = impl->name();
+                      c.config = cfg;
+                      c.attrs = at;
+                      c.shape = parse_shape(sh);
+                      c.dist = dist;
+                      c.seed = seed;
+                      c.dtypes = parse_dtypes_arg(dt);
+                      if (!lay.empty()) c.layout = parse_layout(lay);
+                      reg.normalize(c);
+                      if (seen.insert(c.str()).second) out.push_back(std::move(c));
+                    }
       }
     }
   }

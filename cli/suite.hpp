@@ -1,5 +1,5 @@
 // Suites: cartesian products of ops, impls, dtypes, attributes, configs, shapes,
-// distributions and seeds, from a committed JSON file or from command-line options.
+// distributions, layouts and seeds, from a committed JSON file or from command-line options.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +15,7 @@ struct SuiteEntry {
   std::vector<std::string> shapes;
   std::map<std::string, std::vector<std::string>> attrs, configs;
   std::vector<std::string> dists = {"normal"};
+  std::vector<std::string> layouts = {""};  // the case string's layout field; "": none
   std::vector<uint64_t> seeds = {1};
 };
 

@@ -52,6 +52,8 @@ std::string layout_str(const std::map<std::string, TensorLayout>& l) {
   return out;
 }
 
+}  // namespace
+
 std::map<std::string, TensorLayout> parse_layout(std::string_view s) {
   std::map<std::string, TensorLayout> out;
   for (auto item : split(s, ';')) {
@@ -69,8 +71,6 @@ std::map<std::string, TensorLayout> parse_layout(std::string_view s) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string hex_float(double v) {
   char buf[64];

@@ -63,6 +63,8 @@ double parse_real(std::string_view s, std::string_view what);
 int64_t parse_int(std::string_view s, std::string_view what);
 std::string shape_str(const std::vector<int64_t>& shape);
 std::vector<int64_t> parse_shape(std::string_view s);
+/// A case string's layout field, `name+offset[/stride,...];...`; throws UsageError.
+std::map<std::string, TensorLayout> parse_layout(std::string_view s);
 std::string hex64(uint64_t v);
 /// `k=v,k=v` or `k:v,k:v` into a map; throws UsageError on a malformed pair or a key given twice.
 std::map<std::string, std::string> parse_kv_list(std::string_view s, std::string_view what);

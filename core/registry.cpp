@@ -17,6 +17,15 @@ OutputRef& RefResult::at(const std::string& name) {
   return const_cast<OutputRef&>(static_cast<const RefResult&>(*this).at(name));
 }
 
+void OpBinding::evaluate_only(const Case& c, const TensorSet& ts, const Contract& k, const std::set<std::string>& want,
+                              RefResult& ref, std::vector<OutputEnclosure>& out) const {
+  evaluate(c, ts, k, ref, out);
+  for (auto& o : ref.outputs)
+    if (!want.count(o.name)) DoubleBuf().swap(o.v), DoubleBuf().swap(o.err);
+  for (auto& e : out)
+    if (!want.count(e.name)) DoubleBuf().swap(e.lo), DoubleBuf().swap(e.hi), ByteBuf().swap(e.unverifiable), ByteBuf().swap(e.may_nan);
+}
+
 Threshold rows_threshold(const Case& c, std::vector<int64_t> values, std::string what) {
   const int rank = static_cast<int>(c.shape.size());
   return Threshold{0, std::max(rank - 1, 0), std::move(values), std::move(what), true};

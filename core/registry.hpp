@@ -5,6 +5,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -62,6 +63,11 @@ struct OutputEnclosure {
   ByteBuf may_nan;
 };
 
+/// A refinement that a miss in an output reduced over rows (dW, a mean loss) extends to
+/// every row runs only in small cases: none runs where the case's shape holds more than
+/// this many elements (OpBinding::refine). The streamed runner relies on it.
+inline constexpr int64_t kRefineAllMaxElements = int64_t(1) << 22;
+
 class OpBinding {
  public:
   virtual ~OpBinding() = default;
@@ -86,7 +92,9 @@ class OpBinding {
   virtual RefResult reference(const Case& c, const TensorSet& ts) const = 0;
   /// Recomputes, at higher precision, the reference where the cheap bound is too loose:
   /// `misses` names per output the elements that missed the target. Elements it cannot
-  /// refine keep their value and bound.
+  /// refine keep their value and bound. A miss in a row-local output recomputes the rows
+  /// holding misses alone; one in an output reduced over rows recomputes every row, or
+  /// nothing where numel(c.shape) > kRefineAllMaxElements.
   virtual void refine(const Case& c, const TensorSet& ts, RefResult& ref,
                       const std::map<std::string, std::vector<int64_t>>& misses) const = 0;
   /// The admissible set under a contract, written into `out` (whose storage is reused
@@ -99,6 +107,22 @@ class OpBinding {
                         std::vector<OutputEnclosure>& out) const {
     ref = reference(c, ts);
     enclose(c, ts, k, out);
+  }
+  /// evaluate() for the outputs named in `want` alone, the others left empty: the
+  /// streamed runner evaluates outputs reduced over rows whole and the row-local ones a
+  /// block of rows at a time. The default evaluates every output and drops the rest.
+  virtual void evaluate_only(const Case& c, const TensorSet& ts, const Contract& k, const std::set<std::string>& want,
+                             RefResult& ref, std::vector<OutputEnclosure>& out) const;
+  /// Streaming (check/stream.hpp): the tensors that run along the case's first dimension,
+  /// each with its own dim that does (0 for x of shape (rows, N), 1 for a (3, B, S, D)
+  /// table). The case with shape[0] = e - b and those tensors cut to [b, e) along that dim
+  /// (the others shared whole) must give in each of its outputs named here exactly rows
+  /// [b, e) of the whole case's reference and enclosure, whatever else its rows hold: the
+  /// outputs named are the row-local ones (row_local), each cut along its dim 0. Empty (the
+  /// default): the case is evaluated whole.
+  virtual std::map<std::string, int> slice_dims(const Case& c) const {
+    (void)c;
+    return {};
   }
 };
 

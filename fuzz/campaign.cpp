@@ -241,7 +241,7 @@ class Campaign {
   bool batch_check(const Case& c, nlohmann::json& j) {
     const std::string v = j.value("verdict", "");
     if (!io_.batch || (v != "pass" && v != "unverifiable")) return false;
-    auto b = io_.batch(c, j);
+    auto b = io_.batch(c, j, GenLimits{st_.max_elements, st_.profile});
     if (!b) return false;
     nlohmann::json check = *b;
     const std::string repro = check.value("repro", "");

@@ -11,6 +11,7 @@
 
 #include "core/case.hpp"
 #include "core/device.hpp"
+#include "fuzz/gen.hpp"
 
 namespace kv {
 
@@ -44,7 +45,8 @@ struct CampaignIO {
   /// Optional: the batch-invariance check of a case that passed (check/batch.hpp), run for
   /// every 8th generated case: compare_batch's object with "extra_rows" (and "repro", the
   /// bundle of a violation), none where it does not apply. Violations make the case fail.
-  std::function<std::optional<nlohmann::json>(const Case&, const nlohmann::json&)> batch;
+  /// The limits are the campaign's: a companion aims at its profile's thresholds.
+  std::function<std::optional<nlohmann::json>(const Case&, const nlohmann::json&, const GenLimits&)> batch;
   /// Reruns a case under the sanitizer tools: per tool {"errors": N, "log": ...} or
   /// {"skipped": why}. Errors make the case fail.
   std::function<nlohmann::json(const Case&)> sanitize;

@@ -82,6 +82,13 @@ class CrossEntropyOp : public PolicyOp<CrossEntropyOp> {
   bool output_row_local(const Case& c, int) const {
     return c.attr("reduction") == "none" || (bwd_ && c.attr("reduction") == "sum");
   }
+  /// Where the outputs are row-local: the rows of logits and target, and of dloss under none.
+  std::map<std::string, int> slice_dims(const Case& c) const override {
+    if (c.shape.size() < 2 || !output_row_local(c, 0)) return {};
+    const bool none = c.attr("reduction") == "none";
+    if (!bwd_) return dim0_slices({"logits", "target", "loss"});
+    return none ? dim0_slices({"logits", "target", "dloss", "dlogits"}) : dim0_slices({"logits", "target", "dlogits"});
+  }
   std::vector<AxisLen> axes(const Case& c) const { return {{"row", last_dim(c)}, {"rows", row_count(c), true}}; }
 
   template <class P, class S>

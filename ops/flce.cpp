@@ -152,6 +152,12 @@ class FlceOp : public PolicyOp<FlceOp> {
     size_enclosures(outputs(c), out);
     flce_fast_evaluate(c, OpInputs::read(tensors(c), ts), k, bwd_, ref, out);
   }
+  /// The dense pass, not PolicyOp's term by term one (their bits differ): every output, the
+  /// others dropped.
+  void evaluate_only(const Case& c, const TensorSet& ts, const Contract& k, const std::set<std::string>& want,
+                     RefResult& ref, std::vector<OutputEnclosure>& out) const override {
+    OpBinding::evaluate_only(c, ts, k, want, ref, out);
+  }
   int64_t rows(const Case& c) const { return c.shape[0]; }
   int64_t row_of(const Case& c, int o, int64_t i) const {
     if (!bwd_) return c.attr("reduction") == "none" ? i : -1;

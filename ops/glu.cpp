@@ -41,6 +41,10 @@ class GluOp : public PolicyOp<GluOp<Geglu>> {
   int64_t rows(const Case& c) const { return numel(c.shape) / cols(c); }
   int64_t row_of(const Case& c, int, int64_t i) const { return i / cols(c); }
   bool output_row_local(const Case&, int) const { return true; }  // elementwise
+  std::map<std::string, int> slice_dims(const Case& c) const override {
+    if (c.shape.size() < 2) return {};
+    return bwd_ ? dim0_slices({"dc", "a", "b", "da", "db"}) : dim0_slices({"a", "b", "c"});
+  }
   std::vector<AxisLen> axes(const Case&) const { return {}; }
 
   template <class P, class S>

@@ -74,6 +74,10 @@ class LayerNormOp : public PolicyOp<LayerNormOp> {
   }
   /// y, mean, rstd and dx per row (w and b shared); dW and dB sum over rows.
   bool output_row_local(const Case&, int o) const { return !bwd_ || o == 0; }
+  std::map<std::string, int> slice_dims(const Case& c) const override {
+    if (c.shape.size() < 2) return {};
+    return bwd_ ? dim0_slices({"dy", "x", "mean", "rstd", "dx"}) : dim0_slices({"x", "y", "mean", "rstd"});
+  }
   std::vector<AxisLen> axes(const Case& c) const {
     if (bwd_) return {{"row", last_dim(c)}, {"rows", row_count(c), true}};
     return {{"row", last_dim(c)}};

@@ -57,6 +57,48 @@ void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEncl
   }
 }
 
+void size_ref(const std::vector<TensorSpec>& outs, RefResult& res, const std::vector<char>& keep) {
+  res.method = "certified:double-enclosure";
+  res.outputs.resize(outs.size());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    OutputRef& r = res.outputs[o];
+    r.name = outs[o].name;
+    if (!keep[o]) {
+      DoubleBuf().swap(r.v), DoubleBuf().swap(r.err);
+      continue;
+    }
+    r.v.resize(static_cast<size_t>(numel(outs[o].shape)));
+    r.err.resize(static_cast<size_t>(numel(outs[o].shape)));
+  }
+}
+
+void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEnclosure>& out,
+                     const std::vector<char>& keep) {
+  out.resize(outs.size());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    OutputEnclosure& e = out[o];
+    e.name = outs[o].name;
+    if (!keep[o]) {
+      DoubleBuf().swap(e.lo), DoubleBuf().swap(e.hi), ByteBuf().swap(e.unverifiable), ByteBuf().swap(e.may_nan);
+      continue;
+    }
+    const size_t n = static_cast<size_t>(numel(outs[o].shape));
+    e.lo.resize(n), e.hi.resize(n), e.unverifiable.resize(n), e.may_nan.resize(n);
+  }
+}
+
+std::vector<char> wanted(const std::vector<TensorSpec>& outs, const std::set<std::string>& want) {
+  std::vector<char> keep(outs.size());
+  for (size_t o = 0; o < outs.size(); ++o) keep[o] = want.count(outs[o].name) != 0;
+  return keep;
+}
+
+std::map<std::string, int> dim0_slices(std::initializer_list<std::string> names) {
+  std::map<std::string, int> m;
+  for (auto& n : names) m[n] = 0;
+  return m;
+}
+
 const DoubleBuf& OpInputs::operator[](const std::string& name) const {
   auto it = v_.find(name);
   if (it == v_.end()) throw HarnessError("no input tensor '" + name + "'");

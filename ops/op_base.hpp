@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -85,6 +87,14 @@ RefResult make_ref(const std::vector<TensorSpec>& outs);
 void size_ref(const std::vector<TensorSpec>& outs, RefResult& res);
 /// Enclosure buffers for `outs`, reusing out's storage.
 void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEnclosure>& out);
+/// The same for the outputs `keep` marks (in outs' order); the others get no elements.
+void size_ref(const std::vector<TensorSpec>& outs, RefResult& res, const std::vector<char>& keep);
+void size_enclosures(const std::vector<TensorSpec>& outs, std::vector<OutputEnclosure>& out, const std::vector<char>& keep);
+/// Per output of `outs`, whether `want` names it.
+std::vector<char> wanted(const std::vector<TensorSpec>& outs, const std::set<std::string>& want);
+/// slice_dims for an op whose tensors named run along the case's first dimension at
+/// their dim 0 (OpBinding::slice_dims).
+std::map<std::string, int> dim0_slices(std::initializer_list<std::string> names);
 inline void put_ref(OutputRef& o, int64_t i, const Enc& e) { o.v[i] = e.m, o.err[i] = e.r; }
 inline void put_enc(OutputEnclosure& o, int64_t i, const Enc& e) {
   o.lo[i] = enc_lo(e), o.hi[i] = enc_hi(e), o.unverifiable[i] = e.unv, o.may_nan[i] = e.nan;
@@ -188,6 +198,24 @@ class PolicyOp : public OpBinding, public PolicyEval {
     self().compute(c, in, DualPolicy{&k}, sink, RowSet{}, true);
   }
 
+  /// evaluate() for some outputs: the definition's one pass with the others' values
+  /// dropped (the same bits). All of them: evaluate(), which an op may specialize.
+  void evaluate_only(const Case& c, const TensorSet& ts, const Contract& k, const std::set<std::string>& want,
+                     RefResult& ref, std::vector<OutputEnclosure>& out) const override {
+    const auto outs = outputs(c);
+    const std::vector<char> keep = wanted(outs, want);
+    if (std::find(keep.begin(), keep.end(), 0) == keep.end()) return this->evaluate(c, ts, k, ref, out);
+    size_ref(outs, ref, keep);
+    size_enclosures(outs, out, keep);
+    OpInputs in = OpInputs::read(tensors(c), ts);
+    auto sink = [&](int o, int64_t i, const Dual& e) {
+      if (!keep[static_cast<size_t>(o)]) return;
+      put_ref(ref.outputs[o], i, e.ref);
+      put_enc(out[o], i, e.con);
+    };
+    self().compute(c, in, DualPolicy{&k}, sink, RowSet{}, true);
+  }
+
   /// Rows holding a missed element are recomputed over MPFI at rising precision; the
   /// result is "certified:mpfi-<bits>". A miss in an output that depends on every row
   /// recomputes everything (small cases only).
@@ -211,7 +239,8 @@ class PolicyOp : public OpBinding, public PolicyEval {
     if (nmiss == 0) return;
     int64_t total = 0;
     for (auto& t : tensors(c)) total += numel(t.shape);
-    if (all && total > (int64_t(1) << 22)) return;
+    // total >= numel(c.shape) for every op that slices (its shape is a tensor's).
+    if (all && total > kRefineAllMaxElements) return;
     RowSet rs{all ? nullptr : &mask};
     OpInputs in = OpInputs::read(tensors(c), ts);
     // Recompute over MPFI intervals, doubling the precision until every recomputed interval

@@ -73,6 +73,10 @@ class RmsNormBinding : public OpBinding {
 
   /// Each row's y, rstd and dx come from that row of x (and dy) with w; dW sums over rows.
   bool row_local(const Case&, const std::string& out) const override { return out != "dw"; }
+  std::map<std::string, int> slice_dims(const Case& c) const override {
+    if (c.shape.size() < 2) return {};
+    return bwd_ ? dim0_slices({"dy", "x", "rstd", "dx"}) : dim0_slices({"x", "y", "rstd"});
+  }
 
   std::vector<TensorSpec> tensors(const Case& c) const override {
     std::vector<int64_t> rows_shape = c.shape;  // every dimension but the last
@@ -142,6 +146,30 @@ class RmsNormBinding : public OpBinding {
     run(c, ts, DualPolicy{&k}, sink, true);
   }
 
+  /// dW alone (the streamed runner's whole pass): the backward pass without dx's buffers.
+  void evaluate_only(const Case& c, const TensorSet& ts, const Contract& k, const std::set<std::string>& want,
+                     RefResult& ref, std::vector<OutputEnclosure>& out) const override {
+    if (!bwd_ || want.count("dx")) return OpBinding::evaluate_only(c, ts, k, want, ref, out);
+    const std::vector<char> keep = wanted(outputs(c), want);
+    size_ref(outputs(c), ref, keep);
+    size_enclosures(outputs(c), out, keep);
+    if (!keep[1]) return;
+    const RmsParams q = params(c);
+    if (rms_fast_applies(q)) {
+      const RmsOut none{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+      rms_bwd_fast(k, q, source(ts, true), none,
+                   RmsOut{ref.outputs[1].v.data(), ref.outputs[1].err.data(), out[1].lo.data(), out[1].hi.data(),
+                          out[1].unverifiable.data(), out[1].may_nan.data()});
+      return;
+    }
+    Sink sink{[&](int o, int64_t i, const Dual& e) {
+      if (o != 1) return;
+      put_ref(ref.outputs[o], i, e.ref);
+      put_enc(out[o], i, e.con);
+    }};
+    run(c, ts, DualPolicy{&k}, sink, true);
+  }
+
   void refine(const Case& c, const TensorSet& ts, RefResult& ref,
               const std::map<std::string, std::vector<int64_t>>& misses) const override {
     // Rows whose elements missed the target are recomputed at two MPFR precisions; the
@@ -156,7 +184,7 @@ class RmsNormBinding : public OpBinding {
       for (int64_t i : idx) rows.insert(name_ == "rstd" ? i : i / q.n);
     }
     if (all) {
-      if (q.rows * q.n > (int64_t(1) << 22)) return;
+      if (q.rows * q.n > kRefineAllMaxElements) return;
       rows.clear();
       for (int64_t r = 0; r < q.rows; ++r) rows.insert(r);
     }

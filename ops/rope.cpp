@@ -67,6 +67,16 @@ class RopeOp : public PolicyOp<RopeOp> {
   }
   /// A sample's tokens are rotated by that sample's positions (its grid) alone.
   bool output_row_local(const Case&, int) const { return true; }
+  /// Samples (dim 0, B): q, k and their outputs, mrope's (3, B, S, D) tables along B, the
+  /// 3d grids and lengths; 1d and 3d tables are shared.
+  std::map<std::string, int> slice_dims(const Case& c) const override {
+    auto io = io_names();
+    std::map<std::string, int> m = dim0_slices({io[0], io[1], io[2], io[3]});
+    const std::string& mode = c.attr("positions");
+    if (mode == "mrope") m["cos"] = m["sin"] = 1;
+    if (mode == "3d") m["grid"] = m["seq_len"] = 0;
+    return m;
+  }
   std::vector<AxisLen> axes(const Case&) const { return {}; }
 
   template <class P, class S>

@@ -49,6 +49,7 @@ class RopeTableOp : public PolicyOp<RopeTableOp> {
   int64_t rows(const Case& c) const { return c.shape[0]; }
   int64_t row_of(const Case& c, int, int64_t i) const { return i / c.shape[1]; }
   bool output_row_local(const Case&, int) const { return true; }  // a row is its position's angles
+  std::map<std::string, int> slice_dims(const Case&) const override { return dim0_slices({"positions", "cos", "sin"}); }
   std::vector<AxisLen> axes(const Case&) const { return {}; }
 
   template <class P, class S>

@@ -53,6 +53,10 @@ class SoftmaxOp : public PolicyOp<SoftmaxOp> {
   int64_t rows(const Case& c) const { return row_count(c); }
   int64_t row_of(const Case& c, int, int64_t i) const { return i / last_dim(c); }
   bool output_row_local(const Case&, int) const { return true; }  // one row in, one row out
+  std::map<std::string, int> slice_dims(const Case& c) const override {
+    if (c.shape.size() < 2) return {};
+    return bwd_ ? dim0_slices({"dy", "y", "dx"}) : dim0_slices({"x", "y"});
+  }
   std::vector<AxisLen> axes(const Case& c) const { return {{"row", last_dim(c)}}; }
 
   template <class P, class S>

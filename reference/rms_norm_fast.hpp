@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -320,8 +321,18 @@ void fwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, co
   });
 }
 
+/// A chunk's rows of dx where dx is not wanted (RmsOut with null buffers): each chunk
+/// writes its rows here, row 0 first, and they are dropped.
+struct DxScratch {
+  std::vector<double> v, err, lo, hi;
+  std::vector<uint8_t> unv, nan;
+  explicit DxScratch(size_t n) : v(n), err(n), lo(n), hi(n), unv(n), nan(n) {}
+  RmsOut out() { return {v.data(), err.data(), lo.data(), hi.data(), unv.data(), nan.data()}; }
+};
+
 /// dW's partials of kRmsDwChunkRows rows are computed a wave of chunks at a time and
 /// merged into the running column sums in chunk order, as the generic pass merges them.
+/// dx with null buffers: dW alone (the streamed runner's whole pass).
 template <DType X, bool L, DType A>
 void bwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, const RmsOut& dx, const RmsOut& dw,
              RmsLanes lanes) {
@@ -339,10 +350,14 @@ void bwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, co
       ColSums& sums = part[c - w0];
       sums.reset(n_pad);
       BwdBufs b(n_pad);
+      std::optional<DxScratch> scratch;  // bwd_row writes row `row` at row * n
+      if (!dx.v) scratch.emplace(static_cast<size_t>(chunk * n));
+      const RmsOut out = scratch ? scratch->out() : dx;
+      const int64_t row0 = scratch ? c * chunk : 0;
       for (int64_t r = c * chunk; r < std::min(q.rows, (c + 1) * chunk); ++r) {
         d.x_row(r, b.x.data());
         d.dy_row(r, b.dy.data());
-        bwd_row(p, q, r, d.rstd[r], wp, cols, vec, b, sums, dx);
+        bwd_row(p, q, r - row0, d.rstd[r], wp, cols, vec, b, sums, out);
       }
     });
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& jr) {

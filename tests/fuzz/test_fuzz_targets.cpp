@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 
+#include "check/batch.hpp"
 #include "cli_util.hpp"
 #include "core/error.hpp"
 #include "fuzz/gen.hpp"
@@ -139,6 +140,26 @@ TEST(FuzzTargets, ABatchCompanionCanStraddleTheNearestRowsThreshold) {
   EXPECT_FALSE(kv::straddling_first_dim(c, profile_with_sms(108), int64_t(1) << 20));
   c.shape = {100, 64};
   EXPECT_FALSE(kv::straddling_first_dim(c, profile_with_sms(108), 6000)) << "109 x 64 is over the cap";
+}
+
+TEST(FuzzTargets, TheBatchCompanionStraddlesTheNearestRowsThreshold) {
+  // check/batch.cpp builds the companion past the threshold above the case's rows (108
+  // under a 108-SM profile for 100 rows), so a batch_invariant claim is checked across it;
+  // an explicit extra_rows (a replay) wins, and without a profile the default growth holds.
+  Case c = Case::parse("kv1 op=rms_norm.bwd impl=test.thresholds shape=100x64 dtypes=x:fp32 seed=1");
+  kv::registry().normalize(c);
+  const nlohmann::json claims = {{"contract", {{"determinism", {{"dx", {"run_to_run", "batch_invariant"}}}}}}};
+  const kv::GenLimits lim{int64_t(1) << 20, profile_with_sms(108)};
+  auto big = kv::batch_companion(c, claims, 0, &lim);
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->shape, (std::vector<int64_t>{109, 64}));
+  EXPECT_LE(c.shape[0], 108);
+  EXPECT_GT(big->shape[0], 108) << "the pair straddles the 108-row threshold";
+  EXPECT_EQ(kv::batch_companion(c, claims, 5, &lim)->shape[0], 105);
+  EXPECT_EQ(kv::batch_companion(c, claims)->shape[0], 102) << "1 + 100 % 3 rows more";
+  const kv::GenLimits small{6000, profile_with_sms(108)};
+  EXPECT_EQ(kv::batch_companion(c, claims, 0, &small)->shape[0], 102) << "109 x 64 is over the cap: the default";
+  EXPECT_FALSE(kv::batch_companion(c, nlohmann::json::object(), 0, &lim)) << "no batch_invariant claim";
 }
 
 TEST(FuzzTargets, TheCampaignKeepsItsProfileAndDeviceProfileOverridesReachIt) {
