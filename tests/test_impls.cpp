@@ -221,14 +221,11 @@ class CudaLikeThresholds : public kv::Impl {
   std::unique_ptr<kv::Impl> base_;
 };
 
-/// An op's host impl with NaN written over the first element of its first output: it
-/// must fail wherever that element's bound is finite and admits no NaN, and is admitted
-/// (unverifiable) only where the enclosure admits NaN there.
-class NanFirst : public kv::Impl {
+/// An op's host impl under a test name: every answer the host impl's, run() included.
+class HostWrapper : public kv::Impl {
  public:
-  explicit NanFirst(const kv::Impl& base) : base_(base) {}
+  explicit HostWrapper(const kv::Impl& base) : base_(base) {}
   std::string op() const override { return base_.op(); }
-  std::string name() const override { return "test.nan_first"; }
   std::string device() const override { return "host"; }
   std::string version() const override { return "test"; }
   bool test_only() const override { return true; }
@@ -237,52 +234,49 @@ class NanFirst : public kv::Impl {
   std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
     return base_.workspaces(c, p);
   }
-  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
-    base_.run(ts, c, p);
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override { base_.run(ts, c, p); }
+
+ protected:
+  /// NaN over element i of the first output that has more than i elements.
+  static void plant_nan(kv::TensorSet& ts, int64_t i) {
     for (auto& s : ts.slots)
-      if (s.role == kv::Role::output && s.desc.numel() > 0) {
-        s.view().store(0, std::numeric_limits<double>::quiet_NaN());
+      if (s.role == kv::Role::output && s.desc.numel() > i) {
+        s.view().store(i, std::numeric_limits<double>::quiet_NaN());
         return;
       }
   }
-
- private:
   const kv::Impl& base_;
+};
+
+/// An op's host impl with NaN written over the first element of its first output: it
+/// must fail wherever that element's bound is finite and admits no NaN, and is admitted
+/// (unverifiable) only where the enclosure admits NaN there.
+class NanFirst : public HostWrapper {
+ public:
+  using HostWrapper::HostWrapper;
+  std::string name() const override { return "test.nan_first"; }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    base_.run(ts, c, p);
+    plant_nan(ts, 0);
+  }
 };
 
 /// An op's host impl judged under the contract in $KV_TEST_CONTRACT (a contract's JSON as
 /// results lines carry it; unset: the host impl's own): a diagnostic that shows which
 /// elements another impl's declared contract leaves unbounded, without that impl's device.
 /// $KV_TEST_NAN_AT=i plants NaN at element i of the first output (a negative control).
-class ContractFromEnv : public kv::Impl {
+class ContractFromEnv : public HostWrapper {
  public:
-  explicit ContractFromEnv(const kv::Impl& base) : base_(base) {}
-  std::string op() const override { return base_.op(); }
+  using HostWrapper::HostWrapper;
   std::string name() const override { return "test.contract_env"; }
-  std::string device() const override { return "host"; }
-  std::string version() const override { return "test"; }
-  bool test_only() const override { return true; }
-  std::vector<kv::ConfigKnob> knobs() const override { return base_.knobs(); }
   kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
     const char* j = std::getenv("KV_TEST_CONTRACT");
     return j ? kv::Contract::from_json(nlohmann::json::parse(j)) : base_.contract(c, p);
   }
-  std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
-    return base_.workspaces(c, p);
-  }
   void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
     base_.run(ts, c, p);
-    const char* at = std::getenv("KV_TEST_NAN_AT");
-    if (!at) return;
-    for (auto& s : ts.slots)
-      if (s.role == kv::Role::output) {
-        s.view().store(std::stoll(at), std::numeric_limits<double>::quiet_NaN());
-        return;
-      }
+    if (const char* at = std::getenv("KV_TEST_NAN_AT")) plant_nan(ts, std::stoll(at));
   }
-
- private:
-  const kv::Impl& base_;
 };
 
 }  // namespace
