@@ -1,5 +1,5 @@
 // Streamed reference, enclosure and judging (check/stream.hpp). The whole-tensor path
-// (check/runner.cpp) evaluates every output, refines the elements that miss the reference
+// (run/runner.cpp) evaluates every output, refines the elements that miss the reference
 // target in one call, marks those still missing unverifiable, and judges. Here each block
 // of rows is evaluated and judged in order while no block has missed; from the first
 // block that misses on, blocks only collect their misses, the rows holding them are

@@ -2,7 +2,7 @@
 // a time (OpBinding::slice_dims), so that the host memory they take beyond the case's own
 // tensors is one block's (issue 18: 2^31-element cases on a 128 GiB host); outputs reduced
 // over rows are evaluated whole. Verdicts, counts and the reference method are those of
-// the whole-tensor path (check/runner.cpp), bit for bit.
+// the whole-tensor path (run/runner.cpp), bit for bit.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Every source with device code: kernels (every .cu under kernels/, so a new kernel is
 # covered without an edit here), calibration probes, the test-only kernels.
 SOURCES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "kernels", "**", "*.cu"), recursive=True)) + [
-    "check/calibrate_kernels.cu", "tests/test_impls_cuda.cu"]
+    "device/calibrate_kernels.cu", "tests/test_impls_cuda.cu"]
 NVCC_FLAGS = ["-std=c++20", "--expt-relaxed-constexpr", "-I" + ROOT, "-I" + os.path.join(ROOT, "tests")]
 
 USED = re.compile(r"Used (\d+) registers")

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA mutation suite on a GPU machine (issue 7): kverify-mutate runs the mutants of the
-# CUDA RMSNorm kernels (fuzz/mutants/catalog.def, device cuda) against the suite's CUDA
+# CUDA RMSNorm kernels (core/mutant_catalog.def, device cuda) against the suite's CUDA
 # cases, racecheck on the first case of each op of a mutant that survives them, and writes
 # the kill-rate table. DIST: a folder holding kverify-mutate and libtbb.so.12 (ci/dist.sh
-# builds it into build/release/fuzz/mutants/); OUT: where mutation.md, mutation.json, the
+# builds it into build/release/tools/mutate/); OUT: where mutation.md, mutation.json, the
 # run's log and the machine's description go. Extra arguments go to kverify-mutate.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "check/batch.hpp"
-#include "check/repro.hpp"
+#include "fuzz/batch.hpp"
+#include "run/repro.hpp"
 #include "check/results.hpp"
 #include "core/digest.hpp"
 

@@ -1,4 +1,4 @@
-// Running the batch-invariance check (check/batch.hpp) through the worker: a case and its
+// Running the batch-invariance check (fuzz/batch.hpp) through the worker: a case and its
 // companion with more leading rows, each run keeping its outputs, compared bit by bit.
 // The fuzz campaign runs it on a sample of passing cases; `kverify replay
 // --batch-extra-rows N` reruns one pair, fails the same way and leaves a bundle.
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "cli/common.hpp"
-#include "cli/supervisor.hpp"
+#include "run/supervisor.hpp"
 #include "core/safetensors.hpp"
 
 namespace kv {

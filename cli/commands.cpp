@@ -19,19 +19,19 @@
 #include "cli/drift.hpp"
 #include "cli/fuzz.hpp"
 #include "cli/report.hpp"
-#include "cli/suite.hpp"
-#include "cli/supervisor.hpp"
+#include "run/suite.hpp"
+#include "run/supervisor.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "ext/extensions.hpp"
 #include "ext/plugin_probe.hpp"
 #include "kv_default_suite.hpp"
 #include "kv_standard_suite.hpp"
-#include "reports/summary.hpp"
+#include "render/summary.hpp"
 #ifdef KV_HAVE_CUDA
-#include "check/calibrate.hpp"
-#include "check/calibrate_mma.hpp"
-#include "core/cuda/cuda_device.hpp"
+#include "device/calibrate.hpp"
+#include "device/calibrate_mma.hpp"
+#include "device/cuda_device.hpp"
 #endif
 
 namespace kv {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "check/runner.hpp"
-#include "cli/sanitize.hpp"
+#include "run/runner.hpp"
+#include "run/sanitize.hpp"
 #include "ext/extensions.hpp"
 
 namespace kv {
@@ -36,7 +36,7 @@ void add_common(CLI::App* app, Common& c);
 void add_sanitize_options(CLI::App* app, Common& c);
 /// The device (throws UsageError when it is not there) and a fresh run id.
 RunEnv make_env(const Common& c);
-/// Arguments of the case-running worker process (cli/supervisor.hpp).
+/// Arguments of the case-running worker process (run/supervisor.hpp).
 std::vector<std::string> worker_args(const Common& c, const RunEnv& env, const Extensions& ext);
 /// Loads the run's plugins and starts its worker; says on stderr what could not be used.
 std::unique_ptr<Extensions> load_extensions(const Common& c, const RunEnv& env);

@@ -8,8 +8,8 @@
 #include "check/drift.hpp"
 #include "check/results.hpp"
 #include "cli/common.hpp"
-#include "cli/suite.hpp"
-#include "cli/supervisor.hpp"
+#include "run/suite.hpp"
+#include "run/supervisor.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
 

@@ -7,14 +7,14 @@
 #include <map>
 #include <optional>
 
-#include "check/batch.hpp"
-#include "check/repro.hpp"
+#include "fuzz/batch.hpp"
+#include "run/repro.hpp"
 #include "check/results.hpp"
-#include "check/runner.hpp"
+#include "run/runner.hpp"
 #include "cli/batch_check.hpp"
-#include "cli/fuzz_devices.hpp"
-#include "cli/sanitize.hpp"
-#include "cli/supervisor.hpp"
+#include "fuzz/devices.hpp"
+#include "run/sanitize.hpp"
+#include "run/supervisor.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "fuzz/state.hpp"
@@ -129,7 +129,7 @@ int run_fuzz_command(FuzzCommand& f) {
     return registry().impl(c.op, c.impl).invalid_reason(c, env.device.profile);
   };
   // Batch invariance: a second worker that keeps each case's outputs for the comparison;
-  // a violation leaves both runs' outputs in the campaign's repro/ (check/repro.hpp).
+  // a violation leaves both runs' outputs in the campaign's repro/ (run/repro.hpp).
   const std::string kept = (std::filesystem::path(o.out) / "batch-outputs").string();
   Supervisor bsup(keeping_outputs(wargs, kept), f.common.timeout_s);
   if (ext->has_worker()) bsup.set_relay([&](const nlohmann::json& req) { return ext->relay(req); });

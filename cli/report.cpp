@@ -6,7 +6,7 @@
 
 #include "check/results.hpp"
 #include "core/error.hpp"
-#include "reports/report.hpp"
+#include "render/report.hpp"
 
 namespace kv {
 

@@ -1,9 +1,9 @@
-// Mutation points (issue 7; fuzz/mutants/): `if (KV_MUTANT(id))` marks a deliberate bug
+// Mutation points (issue 7; tools/mutate/): `if (KV_MUTANT(id))` marks a deliberate bug
 // in an impl. In every normal build KV_MUTANT is the constant false, so a mutation point
 // compiles to nothing. Only the kverify-mutate target compiles the mutated sources with
 // -DKV_MUTANTS, where it compares id with the mutant chosen at run time (kv::g_mutant on
 // the host; kernels/mutant.cuh's __constant__ copy in device code). The mutants, what
-// each one breaks and which ops it belongs to are listed in fuzz/mutants/catalog.def.
+// each one breaks and which ops it belongs to are listed in core/mutant_catalog.def.
 #pragma once
 #ifdef KV_MUTANTS
 #include <type_traits>
@@ -15,7 +15,7 @@ namespace kv {
 enum class Mutant : int {
   none = 0,
 #define KV_MUTANT_DEF(id, ops, device, kind, what) id,
-#include "fuzz/mutants/catalog.def"
+#include "core/mutant_catalog.def"
 #undef KV_MUTANT_DEF
 };
 

@@ -2,7 +2,7 @@
 // plugin enqueues its kernels on kverify's stream, kverify checks and copies back.
 #include <cuda_runtime.h>
 
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "core/error.hpp"
 #include "ext/plugin_call.hpp"
 #include "kernels/cuda_impl.hpp"

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "check/batch.hpp"
+#include "fuzz/batch.hpp"
 #include "check/replay.hpp"
 #include "check/results.hpp"
 #include "core/child_io.hpp"
@@ -22,7 +22,7 @@
 #include "fuzz/progress.hpp"
 #include "fuzz/shrink.hpp"
 #include "fuzz/state.hpp"
-#include "reports/summary.hpp"
+#include "render/summary.hpp"
 
 namespace kv {
 
@@ -237,7 +237,7 @@ class Campaign {
 
   /// Adds the batch-invariance check to a passing result; true when it broke the claim
   /// (the result is then a fail with the violations as its reason, and its replay line
-  /// reruns the case beside its companion: check/batch.hpp).
+  /// reruns the case beside its companion: fuzz/batch.hpp).
   bool batch_check(const Case& c, nlohmann::json& j) {
     const std::string v = j.value("verdict", "");
     if (!io_.batch || (v != "pass" && v != "unverifiable")) return false;

@@ -42,7 +42,7 @@ struct CampaignOptions {
 struct CampaignIO {
   std::function<nlohmann::json(const Case&)> run;
   std::function<std::optional<std::string>(const Case&)> refused;
-  /// Optional: the batch-invariance check of a case that passed (check/batch.hpp), run for
+  /// Optional: the batch-invariance check of a case that passed (fuzz/batch.hpp), run for
   /// every 8th generated case: compare_batch's object with "extra_rows" (and "repro", the
   /// bundle of a violation), none where it does not apply. Violations make the case fail.
   /// The limits are the campaign's: a companion aims at its profile's thresholds.

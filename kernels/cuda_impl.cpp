@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "core/error.hpp"
 
 namespace kv {

@@ -2,7 +2,7 @@
 // partials summed serially in program order (per_sm, fixed_partials: the order, hence
 // the bits, is fixed by G), or the atomically accumulated sum read back (atomics), then
 // one rounding to the output dtype.
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_dtype.cuh"
 #include "kernels/cuda_rows.hpp"
 

@@ -20,6 +20,16 @@ using namespace kv::cuda;
 template <typename X>
 constexpr int kV = 16 / static_cast<int>(sizeof(X));
 
+/// q = a / b, r = a % b for a >= 0, b > 0 (32-bit division where both fit).
+__device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t& q, int64_t& r) {
+  if (((a | b) >> 31) == 0) {
+    const uint32_t q32 = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+    q = q32, r = a - static_cast<int64_t>(q32) * b;
+    return;
+  }
+  q = a / b, r = a - q * b;
+}
+
 /// Chunks in a row of n (the host takes n < 2^31).
 template <int V>
 __device__ __forceinline__ int chunks(int64_t n) {

@@ -6,7 +6,7 @@
 #include "kernels/cuda_dtype.cuh"
 
 #ifdef KV_MUTANTS
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 static __constant__ int kv_dev_mutant;
 #define KV_MUTANT_UPLOAD(stream)                                                                          \
   KV_CUDA(cudaMemcpyToSymbolAsync(kv_dev_mutant, &::kv::g_mutant, sizeof(int), 0, cudaMemcpyHostToDevice, \

@@ -1,6 +1,6 @@
 // Registration of the built-in ops and impls.
 #include "core/registry.hpp"
-#include "kernels/rms_norm/host.hpp"
+#include "ops/rms_norm_host.hpp"
 #include "ops/cross_entropy.hpp"
 #include "ops/flce.hpp"
 #include "ops/glu.hpp"
@@ -16,6 +16,7 @@
 #include "kernels/layer_norm/cuda.hpp"
 #include "kernels/rms_norm/cuda.hpp"
 #include "kernels/rope/cuda.hpp"
+#include "kernels/rope_table/cuda.hpp"
 #include "kernels/softmax/cuda.hpp"
 #endif
 
@@ -41,6 +42,7 @@ void register_builtin() {
   register_cuda_softmax(r);
   register_cuda_layer_norm(r);
   register_cuda_rope(r);
+  register_cuda_rope_table(r);
   register_cuda_cross_entropy(r);
   register_cuda_flce(r);
 #endif

@@ -4,6 +4,7 @@
 #include "core/inputs.hpp"
 #include "core/mutant.hpp"
 #include "ops/op_base.hpp"
+#include "reference/ce_params.hpp"
 #include "reference/cross_entropy.hpp"
 
 namespace kv {
@@ -23,19 +24,6 @@ inline void ce_check(const Case& c) {
   if (ls < 0 || ls > 1) throw UsageError("label_smoothing must be in [0, 1]");
   if (c.attr_real("z_loss") < 0) throw UsageError("z_loss must be >= 0");
   if (c.attr_real("softcap") < 0) throw UsageError("softcap must be >= 0 (0: none)");
-}
-
-inline CeParams ce_params(const Case& c, int64_t v) {
-  CeParams q;
-  q.v = v;
-  q.ignore_index = std::stoll(c.attr("ignore_index"));
-  q.ls = c.attr_real("label_smoothing");
-  q.zl = c.attr_real("z_loss");
-  q.softcap = c.attr_real("softcap");
-  q.weighted = c.attrs.count("weights") && c.attr("weights") == "class";
-  const std::string& r = c.attr("reduction");
-  q.reduction = r == "none" ? CeReduction::none : r == "sum" ? CeReduction::sum : CeReduction::mean;
-  return q;
 }
 
 /// Targets: uniform in [0, V), one row in eight set to ignore_index.

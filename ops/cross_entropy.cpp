@@ -3,7 +3,7 @@
 // bwd: logits, target, [weight], dloss -> dlogits.
 #include "ops/cross_entropy.hpp"
 
-#include "kernels/host/host_impl.hpp"
+#include "ops/host/host_impl.hpp"
 #include "ops/ce_common.hpp"
 #include "ops/row_op.hpp"
 

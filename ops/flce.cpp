@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/host/host_impl.hpp"
+#include "ops/host/host_impl.hpp"
 #include "ops/ce_common.hpp"
 #include "ops/flce_fast.hpp"
 #include "reference/flce.hpp"

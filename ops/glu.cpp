@@ -2,7 +2,7 @@
 // each a row of N for refinement and batch invariance.
 #include "ops/glu.hpp"
 
-#include "kernels/host/host_impl.hpp"
+#include "ops/host/host_impl.hpp"
 #include "reference/geglu.hpp"
 #include "reference/swiglu.hpp"
 

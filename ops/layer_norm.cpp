@@ -3,7 +3,7 @@
 // rstd -> dx, dw, db.
 #include "ops/layer_norm.hpp"
 
-#include "kernels/host/host_impl.hpp"
+#include "ops/host/host_impl.hpp"
 #include "ops/row_op.hpp"
 #include "reference/layer_norm.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <cmath>
 
-#include "kernels/host/host_impl.hpp"
+#include "ops/host/host_impl.hpp"
 #include "ops/rope_common.hpp"
 #include "reference/rope.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "kernels/host/host_impl.hpp"
+#include "ops/host/host_impl.hpp"
 #include "reference/rope.hpp"
 #include "reference/rope_table.hpp"
 

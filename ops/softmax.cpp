@@ -1,7 +1,7 @@
 // softmax bindings: row softmax over the last dimension, fwd (x -> y) and bwd (dy, y -> dx).
 #include "ops/softmax.hpp"
 
-#include "kernels/host/host_impl.hpp"
+#include "ops/host/host_impl.hpp"
 #include "ops/row_op.hpp"
 #include "reference/softmax.hpp"
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/rms_norm/host.hpp"
+#include "ops/rms_norm_host.hpp"
 
 namespace kvtest {
 

@@ -1,7 +1,7 @@
 // Test-only CUDA impls: a kernel that writes through an invalid pointer (an illegal
 // address is a sticky error, so the worker must end and be restarted), and one that writes
 // a byte just outside output y on the device (the device canaries must catch it).
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "test_impls.hpp"
 

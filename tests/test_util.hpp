@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "check/runner.hpp"
+#include "run/runner.hpp"
 #include "core/case.hpp"
 #include "core/registry.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "core/registry.hpp"
-#include "kernels/rms_norm/host.hpp"
+#include "ops/rms_norm_host.hpp"
 #include "test_impls.hpp"
 
 int main(int argc, char** argv) {

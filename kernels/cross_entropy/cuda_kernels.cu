@@ -19,7 +19,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cross_entropy/cuda_launch.hpp"
 #include "kernels/cuda_rows.cuh"
 

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_row_impl.hpp"
 #include "kernels/rms_norm/contract.hpp"
-#include "ops/ce_common.hpp"
+#include "reference/ce_params.hpp"
 
 namespace kv::cecuda {
 

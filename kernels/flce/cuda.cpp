@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "core/error.hpp"
 #include "kernels/cross_entropy/cuda_plan.hpp"
 #include "kernels/cuda_impl.hpp"

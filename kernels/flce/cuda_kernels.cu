@@ -2,7 +2,7 @@
 // with one rounding to their dtypes, four elements per thread (vector accesses where the
 // output's rows allow them), and dbias's column sums: one thread per column, the chunk's
 // rows summed serially in order and added to the running fp32 sum.
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_rows.cuh"
 #include "kernels/flce/cuda_launch.hpp"
 

@@ -11,7 +11,7 @@
 // elements t*VX .. t*VX+VX-1 of its tile with 16-byte accesses (element accesses for a
 // row's last partial chunk); otherwise element accesses, thread t taking elements t,
 // t + threads, ... of its tile (coalesced for contiguous rows at any alignment).
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_rows.cuh"
 #include "kernels/glu/cuda_launch.hpp"
 

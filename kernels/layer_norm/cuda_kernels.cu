@@ -12,7 +12,7 @@
 // c2 = sum(wdy)/N, dx from them; the dW and dB partials in fp32 registers (its workspace
 // rows for chunks past the registers); the second stage (cuda_rows.cu) sums the programs'
 // partials in program order, or reads the atomic sums.
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_rows.cuh"
 #include "kernels/layer_norm/cuda_launch.hpp"
 

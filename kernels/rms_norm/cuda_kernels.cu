@@ -8,7 +8,7 @@
 // bwd: each team is a dW program over a contiguous chunk of rows, its fp32 partials in
 // registers (in its workspace row for chunks past the registers); the second stage
 // (cuda_rows.cu) sums the programs' partials in program order, or reads the atomic sums.
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_rows.cuh"
 #include "kernels/mutant.cuh"
 #include "kernels/rms_norm/cuda_launch.hpp"

@@ -1,4 +1,4 @@
-// The CUDA rope and rope_table impls: configs, contracts, determinism claims, layouts,
+// The CUDA rope impls: configs, contracts, determinism claims, layouts,
 // launches (kernels in cuda_kernels.cu).
 #include "kernels/rope/cuda.hpp"
 
@@ -10,7 +10,7 @@
 #include "kernels/cuda_rows.hpp"
 #include "kernels/rope/cuda_launch.hpp"
 #include "kv_build_info.hpp"
-#include "ops/rope_common.hpp"
+#include "reference/rope_geom.hpp"
 
 namespace kv {
 
@@ -157,56 +157,11 @@ class CudaRope : public CudaImpl {
   }
 };
 
-class CudaRopeTable : public CudaImpl {
- public:
-  std::string op() const override { return "rope_table.fwd"; }
-  std::string name() const override { return "cuda"; }
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_ROPE; }
-  std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"8", "1", "2", "4", "16", "32"}}}; }
-
-  Contract contract(const Case& c, const DeviceProfile&) const override {
-    // angle = __fmul_rn(pos, inv_freq) is the mandated fp32 rounding; cosf and sinf are
-    // CUDA's full-range functions: 2 ulp each (CUDA C++ Programming Guide, Mathematical
-    // Functions, single precision), no other arithmetic.
-    Contract k;
-    k.acc = DType::f32;
-    k.fma = false;
-    k.ftz = false;
-    k.math_ulps = {{"sin", 2.0}, {"cos", 2.0}};
-    for (const char* t : {"cos", "sin"}) k.determinism[t] = elementwise_claims(c, t);
-    return k;
-  }
-
- protected:
-  int64_t threads_per_block(const Case& c, const DeviceProfile& p) const override {
-    return c.config_int("num_warps", 8) * p.warp_size;
-  }
-  std::vector<KernelRef> kernels(const Case&) const override {
-    return {{"rope_table.fwd", ropecuda::table_kernel(), 0}};
-  }
-  std::optional<std::string> layout_reason(const Case& c) const override {
-    if (c.shape[1] / 2 > (int64_t(1) << 31) - 1) return "D/2 beyond 2^31 - 1";
-    return std::nullopt;
-  }
-  void launch(DevSet& d, const Case& c, const DeviceProfile&) const override {
-    const DevView &pos = d.t.at("positions"), &inv = d.t.at("inv_freq"), &cs = d.t.at("cos"), &sn = d.t.at("sin");
-    const auto cst = cs.desc.effective_strides(), sst = sn.desc.effective_strides();
-    ropecuda::TableArgs a{reinterpret_cast<const int32_t*>(payload(pos)), pos.desc.effective_strides()[0],
-                          payload(inv), rowcuda::dt_code(inv.desc.dtype), inv.desc.effective_strides()[0],
-                          payload(cs), rowcuda::dt_code(cs.desc.dtype), cst[0], cst[1],
-                          payload(sn), rowcuda::dt_code(sn.desc.dtype), sst[0], sst[1],
-                          c.shape[0], c.shape[1], c.attr("layout") == "interleaved" ? 1 : 0,
-                          static_cast<int>(32 * c.config_int("num_warps", 8))};
-    ropecuda::launch_table(a, d.stream);
-  }
-};
-
 }  // namespace
 
 void register_cuda_rope(Registry& r) {
   r.add(std::make_unique<CudaRope>(false));
   r.add(std::make_unique<CudaRope>(true));
-  r.add(std::make_unique<CudaRopeTable>());
 }
 
 }  // namespace kv

@@ -1,5 +1,4 @@
-// CUDA rope (fwd, bwd) and rope_table, as reference/rope.hpp and reference/rope_table.hpp
-// define them.
+// CUDA rope (fwd, bwd), as reference/rope.hpp defines it.
 //
 // rope: each warp rotates one token at a time (grid-stride over the B*S tokens, 64-bit).
 // It stages the token's cos and sin in shared memory as one float4 per pair of a head (fp32,
@@ -17,11 +16,8 @@
 // storage (in place). Arithmetic: y_f = RN(RN(x_f c_f) -+ RN(x_g s)), the definition's fp32
 // operations with __fmul_rn/__fadd_rn/__fsub_rn (no contraction: the same bits on both
 // paths, for every config and GPU), then one rounding to x's dtype.
-//
-// rope_table: one thread per (position, pair): angle = __fmul_rn(pos, inv_freq) (the
-// mandated fp32 rounding), cosf/sinf of it (CUDA's full-range versions, 2 ulp), stored to
-// both elements of the pair in the table's dtype.
-#include "core/cuda/cuda_check.hpp"
+
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_rows.cuh"
 #include "kernels/rope/cuda_launch.hpp"
 
@@ -30,16 +26,6 @@ namespace kv::ropecuda {
 using namespace kv::rowcuda;
 
 namespace {
-
-/// q = a / b, r = a % b for a >= 0, b > 0 (32-bit division where both fit).
-__device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t& q, int64_t& r) {
-  if (((a | b) >> 31) == 0) {
-    const uint32_t q32 = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
-    q = q32, r = a - static_cast<int64_t>(q32) * b;
-    return;
-  }
-  q = a / b, r = a - q * b;
-}
 
 /// Units per lane in flight (R: 4 chunk loads).
 template <typename X, bool IL>
@@ -265,23 +251,6 @@ const void* kernel_x(bool il, bool bwd, bool vec) {
   return il ? kernel_t<X, true, false>(bwd) : kernel_t<X, false, false>(bwd);
 }
 
-__global__ void __launch_bounds__(1024) table_kernel_fn(TableArgs a) {
-  const int64_t half = a.d / 2, total = a.s * half;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t s, p;
-    divmod(i, half, s, p);
-    const float pos = static_cast<float>(a.pos[s * a.pos_s]);  // exact: |pos| <= 2^24
-    const float ang = __fmul_rn(pos, ld_any(a.inv, a.inv_dtype, p * a.inv_s));
-    const float c = cosf(ang), sn = sinf(ang);
-    const int64_t j0 = a.interleaved ? 2 * p : p, j1 = a.interleaved ? 2 * p + 1 : p + half;
-    st_any(a.cos, a.cos_dtype, s * a.cos_rs + j0 * a.cos_cs, c);
-    st_any(a.cos, a.cos_dtype, s * a.cos_rs + j1 * a.cos_cs, c);
-    st_any(a.sin, a.sin_dtype, s * a.sin_rs + j0 * a.sin_cs, sn);
-    st_any(a.sin, a.sin_dtype, s * a.sin_rs + j1 * a.sin_cs, sn);
-  }
-}
-
 }  // namespace
 
 const void* kernel(DType x, bool interleaved, bool bwd, bool vec) {
@@ -301,17 +270,6 @@ void launch(DType x, bool interleaved, bool bwd, const Args& a, cudaStream_t s) 
   Args args = a;
   void* params[] = {&args};
   KV_CUDA(cudaLaunchKernel(fn, grid, dim3(static_cast<unsigned>(32 * a.warps)), params, static_cast<size_t>(smem), s));
-  KV_CUDA_LAUNCHED();
-}
-
-const void* table_kernel() { return reinterpret_cast<const void*>(&table_kernel_fn); }
-
-void launch_table(const TableArgs& a, cudaStream_t s) {
-  const int64_t total = a.s * (a.d / 2);
-  if (total == 0) return;
-  int64_t blocks = (total + a.threads - 1) / a.threads;
-  if (blocks > 65535LL * 32) blocks = 65535LL * 32;  // grid-stride covers the rest
-  table_kernel_fn<<<static_cast<unsigned>(blocks), a.threads, 0, s>>>(a);
   KV_CUDA_LAUNCHED();
 }
 

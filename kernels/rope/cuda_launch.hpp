@@ -1,4 +1,4 @@
-// Host-side launch interface of the CUDA rope and rope_table kernels (cuda_kernels.cu).
+// Host-side launch interface of the CUDA rope kernels (cuda_kernels.cu).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -64,29 +64,5 @@ inline int64_t smem_bytes(int64_t d, DType x, bool interleaved, int warps) {
 void launch(DType x, bool interleaved, bool bwd, const Args& a, cudaStream_t s);
 /// The kernel's function pointer (vec: the one moving 16-byte chunks), for launch validation.
 const void* kernel(DType x, bool interleaved, bool bwd, bool vec);
-
-/// rope_table: positions (S) i32 and inv_freq (D/2) -> cos, sin (S, D): angle =
-/// RN_fp32(pos * inv_freq[i]) (positions exact in fp32: |pos| <= 2^24, which the op
-/// checks), cosf/sinf of it, each written to both elements of pair i. Strides in elements,
-/// dtypes as kv::cuda::DT.
-struct TableArgs {
-  const int32_t* pos;
-  int64_t pos_s;
-  const void* inv;
-  int inv_dtype;
-  int64_t inv_s;
-  void* cos;
-  int cos_dtype;
-  int64_t cos_rs, cos_cs;
-  void* sin;
-  int sin_dtype;
-  int64_t sin_rs, sin_cs;
-  int64_t s, d;
-  int interleaved;
-  int threads;
-};
-
-void launch_table(const TableArgs& a, cudaStream_t s);
-const void* table_kernel();
 
 }  // namespace kv::ropecuda

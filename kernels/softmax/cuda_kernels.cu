@@ -7,7 +7,7 @@
 // rows are read from global memory once; chunks past them are read again.
 // fwd: m = max x (exact), e_j = expf(x_j - m), d = sum e_j, y_j = e_j / d (IEEE division).
 // bwd: t = sum dy_j*y_j, dx_j = y_j*(dy_j - t).
-#include "core/cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "kernels/cuda_rows.cuh"
 #include "kernels/softmax/cuda_launch.hpp"
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <set>
 
-#include "check/batch.hpp"
+#include "fuzz/batch.hpp"
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
 #include "test_util.hpp"

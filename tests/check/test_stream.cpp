@@ -164,7 +164,7 @@ struct Judged {
   bool operator==(const Judged&) const = default;
 };
 
-/// The whole path (check/runner.hpp) and the streamed one under `budget` bytes a block, on
+/// The whole path (run/runner.hpp) and the streamed one under `budget` bytes a block, on
 /// the host impl's outputs of c through `op`.
 std::pair<Judged, kv::StreamOutcome> both_paths(const kv::OpBinding& op, const std::string& case_str, double budget) {
   kv::Case c = kv::Case::parse(case_str);

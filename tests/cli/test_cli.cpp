@@ -9,10 +9,10 @@
 #include <set>
 
 #include "check/results.hpp"
-#include "cli/sanitize.hpp"
+#include "run/sanitize.hpp"
 #include "cli_util.hpp"
 #ifdef KV_HAVE_CUDA
-#include "core/cuda/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 #endif
 
 namespace {

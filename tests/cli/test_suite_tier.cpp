@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
-#include "check/runner.hpp"
+#include "run/runner.hpp"
 #include "check/stream.hpp"
-#include "cli/suite.hpp"
+#include "run/suite.hpp"
 #include "core/registry.hpp"
 #include "core/row_slice.hpp"
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "check/runner.hpp"
-#include "core/cuda/cuda_device.hpp"
+#include "run/runner.hpp"
+#include "device/cuda_device.hpp"
 #include "core/registry.hpp"
 
 namespace kvtest {

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "check/calibrate.hpp"
+#include "device/calibrate.hpp"
 #include "check/results.hpp"
-#include "core/cuda/cuda_device.hpp"
+#include "device/cuda_device.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "op_cases.hpp"

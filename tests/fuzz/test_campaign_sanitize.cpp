@@ -1,7 +1,7 @@
 // The campaign's sanitizer sample (CampaignIO::sanitize): which cases it reruns, and a
 // tool's finding becoming a recorded, unshrunk failure with a replay line that reruns the
 // tool. The tool is stood in for here (compute-sanitizer needs a GPU); the real wiring
-// runs on the GPU machine (bench/fuzz_campaign.sh).
+// runs on the GPU machine (tools/bench/fuzz_campaign.sh).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -12,7 +12,7 @@
 #include <set>
 #include <tuple>
 
-#include "check/batch.hpp"
+#include "fuzz/batch.hpp"
 #include "cli_util.hpp"
 #include "core/error.hpp"
 #include "fuzz/gen.hpp"
@@ -143,7 +143,7 @@ TEST(FuzzTargets, ABatchCompanionCanStraddleTheNearestRowsThreshold) {
 }
 
 TEST(FuzzTargets, TheBatchCompanionStraddlesTheNearestRowsThreshold) {
-  // check/batch.cpp builds the companion past the threshold above the case's rows (108
+  // fuzz/batch.cpp builds the companion past the threshold above the case's rows (108
   // under a 108-SM profile for 100 rows), so a batch_invariant claim is checked across it;
   // an explicit extra_rows (a replay) wins, and without a profile the default growth holds.
   Case c = Case::parse("kv1 op=rms_norm.bwd impl=test.thresholds shape=100x64 dtypes=x:fp32 seed=1");

@@ -13,7 +13,7 @@
 
 #include "check/judge.hpp"
 #include "core/error.hpp"
-#include "check/runner.hpp"
+#include "run/runner.hpp"
 #include "op_cases.hpp"
 #include "ops/flce_certify.hpp"
 #include "ops/op_base.hpp"

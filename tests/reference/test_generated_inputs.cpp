@@ -9,7 +9,7 @@
 #include <cmath>
 #include <set>
 
-#include "check/runner.hpp"
+#include "run/runner.hpp"
 #include "core/error.hpp"
 #include "fuzz/gen.hpp"
 #include "fuzz/space.hpp"

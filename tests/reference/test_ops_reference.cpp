@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "check/judge.hpp"
-#include "check/runner.hpp"
+#include "run/runner.hpp"
 #include "op_cases.hpp"
 #include "test_util.hpp"
 #include "ops/op_base.hpp"

@@ -1,0 +1,32 @@
+# Fails when a source includes a header from a layer above its own (README: Layout). The
+# layers, bottom to top; a folder may include its own layer and those below it.
+#   cmake -DSRC=<source dir> -P cmake/check_layers.cmake
+set(layers include core reference device kernels ops ext check run render fuzz cli tools)
+set(bad "")
+list(LENGTH layers n)
+foreach(layer ${layers})
+  list(FIND layers ${layer} mine)
+  file(GLOB_RECURSE files ${SRC}/${layer}/*.cpp ${SRC}/${layer}/*.hpp ${SRC}/${layer}/*.cu ${SRC}/${layer}/*.cuh
+       ${SRC}/${layer}/*.h ${SRC}/${layer}/*.inc ${SRC}/${layer}/*.def)
+  foreach(f ${files})
+    file(STRINGS ${f} incs REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]+\"")
+    foreach(line ${incs})
+      string(REGEX REPLACE "^[^\"]*\"([^\"/]+)/.*$" "\\1" top "${line}")
+      if(top STREQUAL line)
+        continue()  # a file beside it or a generated header
+      endif()
+      if(top STREQUAL "kverify")
+        set(top include)
+      endif()
+      list(FIND layers "${top}" theirs)
+      if(theirs GREATER mine)
+        file(RELATIVE_PATH rel ${SRC} ${f})
+        string(STRIP "${line}" line)
+        string(APPEND bad "  ${rel}: ${line} (${layer} is below ${top})\n")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(NOT bad STREQUAL "")
+  message(FATAL_ERROR "includes that run back up a layer (README: Layout):\n${bad}")
+endif()
