@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
         ->delimiter(',');
     app.add_flag("--expect-killed", o.expect_killed, "exit 1 when a mutant survives");
     app.add_option("--expect-survivors", o.expect_survivors,
-                   "a mutation.json (e.g. reports/mutation/host.json): exit 1 unless the mutants run here survive "
-                   "exactly where it has them survive");
+                   "a mutation.json (e.g. tools/mutate/expected-survivors-host.json): exit 1 unless the mutants run "
+                   "here survive exactly where it has them survive");
     CLI11_PARSE(app, argc, argv);
     if (list) return list_mutants();
     kv::check_sanitize_tools(o.sanitize);
