@@ -4,6 +4,7 @@
 #pragma once
 #include <rapidcheck.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,39 @@ inline kv::Case gen_op_case(const std::string& op) {
   kv::Case c = op_case(op, shape, dt, a, dist, seed);
   c.config["num_warps"] = *gen::element<std::string>("1", "2", "4", "8", "16", "32");
   return c;
+}
+
+/// The overflow sweep of one op family (tests/kernels/test_ops_overflow.cpp): fwd and bwd
+/// over these shapes and attribute sets.
+struct OverflowSweep {
+  std::string base;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::map<std::string, std::string>> attrs;
+};
+
+inline const std::vector<OverflowSweep>& overflow_sweeps() {
+  static const std::vector<std::vector<int64_t>> rows = {{1, 7}, {3, 300}, {17, 129}};
+  static const std::vector<OverflowSweep> v = {
+      {"rms_norm", rows, {{{"mode", "llama"}}, {{"mode", "gemma"}}, {{"mode", "none"}}}},
+      {"layer_norm", rows, {{{"stat_dtype", "fp32"}}, {{"stat_dtype", "x_dtype"}}}},
+      {"rope",
+       {{1, 3, 2, 8}, {2, 17, 3, 64}},
+       {{{"positions", "1d"}}, {{"positions", "3d"}, {"layout", "interleaved"}}, {{"positions", "mrope"}}}},
+      {"softmax", rows, {{}}},
+      {"swiglu", rows, {{}}},
+      {"geglu", rows, {{}}},
+      {"cross_entropy",
+       rows,
+       {{{"reduction", "mean"}},
+        {{"reduction", "none"}, {"softcap", "1"}},
+        {{"reduction", "sum"}, {"softcap", "30"}, {"z_loss", "1e-4"}, {"label_smoothing", "0.1"}, {"weights", "class"}}}},
+      {"fused_linear_cross_entropy",
+       {{1, 4, 377}, {3, 16, 30}, {17, 8, 29}},
+       {{{"reduction", "mean"}},
+        {{"reduction", "none"}, {"softcap", "1"}, {"bias", "true"}},
+        {{"reduction", "sum"}, {"softcap", "30"}, {"z_loss", "1e-4"}, {"label_smoothing", "0.1"},
+         {"grad_rounding", "x_dtype"}}}}};
+  return v;
 }
 
 inline const std::vector<std::string>& new_ops() {

@@ -45,34 +45,13 @@ void sweep(const std::string& base, const std::vector<std::vector<int64_t>>& sha
               static_cast<long long>(cases), static_cast<long long>(unverifiable), static_cast<long long>(nan_admitted));
 }
 
-const std::vector<std::vector<int64_t>> kRows = {{1, 7}, {3, 300}, {17, 129}};
-
 }  // namespace
 
-TEST(OpsOverflow, RmsNorm) {
-  sweep("rms_norm", kRows, {{{"mode", "llama"}}, {{"mode", "gemma"}}, {{"mode", "none"}}});
-}
-TEST(OpsOverflow, LayerNorm) { sweep("layer_norm", kRows, {{{"stat_dtype", "fp32"}}, {{"stat_dtype", "x_dtype"}}}); }
-TEST(OpsOverflow, Rope) {
-  sweep("rope", {{1, 3, 2, 8}, {2, 17, 3, 64}},
-        {{{"positions", "1d"}}, {{"positions", "3d"}, {"layout", "interleaved"}}, {{"positions", "mrope"}}});
-}
-TEST(OpsOverflow, Softmax) { sweep("softmax", kRows, {{}}); }
-TEST(OpsOverflow, Swiglu) { sweep("swiglu", kRows, {{}}); }
-TEST(OpsOverflow, Geglu) { sweep("geglu", kRows, {{}}); }
-TEST(OpsOverflow, CrossEntropy) {
-  sweep("cross_entropy", kRows,
-        {{{"reduction", "mean"}},
-         {{"reduction", "none"}, {"softcap", "1"}},
-         {{"reduction", "sum"}, {"softcap", "30"}, {"z_loss", "1e-4"}, {"label_smoothing", "0.1"}, {"weights", "class"}}});
-}
-TEST(OpsOverflow, FusedLinearCrossEntropy) {
-  sweep("fused_linear_cross_entropy", {{1, 4, 377}, {3, 16, 30}, {17, 8, 29}},
-        {{{"reduction", "mean"}},
-         {{"reduction", "none"}, {"softcap", "1"}, {"bias", "true"}},
-         {{"reduction", "sum"}, {"softcap", "30"}, {"z_loss", "1e-4"}, {"label_smoothing", "0.1"},
-          {"grad_rounding", "x_dtype"}}});
-}
+/// One sweep per op family of kvtest::overflow_sweeps() (tests/op_cases.hpp).
+class OpsOverflowSweep : public ::testing::TestWithParam<kvtest::OverflowSweep> {};
+TEST_P(OpsOverflowSweep, NeverFailsAndSeesOverflow) { sweep(GetParam().base, GetParam().shapes, GetParam().attrs); }
+INSTANTIATE_TEST_SUITE_P(, OpsOverflowSweep, ::testing::ValuesIn(kvtest::overflow_sweeps()),
+                         [](const auto& info) { return info.param.base; });
 
 // The GPU campaign's false alarm: the fp32 logits' h sum meets +inf and -inf (NaN), which
 // softcap used to hide from the enclosure. The host impl gives NaN; it is admitted and the
