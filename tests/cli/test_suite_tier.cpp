@@ -51,7 +51,8 @@ std::set<std::string> cuda_ops() {
     if (folder == "swiglu" || folder == "geglu") folder = "glu";
     if (std::filesystem::exists(std::string(KV_SOURCE_DIR) + "/kernels/" + folder + "/cuda.cpp")) ops.insert(op->name());
   }
-  EXPECT_EQ(ops.size(), 17u) << "the CUDA ops found from kernels/*/cuda.cpp";
+  for (const char* o : {"rms_norm.fwd", "rope_table.fwd", "geglu.bwd", "fused_linear_cross_entropy.bwd"})
+    EXPECT_TRUE(ops.count(o)) << o << " not found from kernels/*/cuda.cpp";
   return ops;
 }
 
