@@ -47,6 +47,10 @@ void sweep(const std::string& base, const std::vector<std::vector<int64_t>>& sha
 
 }  // namespace
 
+namespace kvtest {
+void PrintTo(const OverflowSweep& s, std::ostream* os) { *os << s.base; }
+}  // namespace kvtest
+
 /// One sweep per op family of kvtest::overflow_sweeps() (tests/op_cases.hpp).
 class OpsOverflowSweep : public ::testing::TestWithParam<kvtest::OverflowSweep> {};
 TEST_P(OpsOverflowSweep, NeverFailsAndSeesOverflow) { sweep(GetParam().base, GetParam().shapes, GetParam().attrs); }
