@@ -13,8 +13,10 @@ import re
 
 _TOKEN = re.compile(
     r"""
-    (?P<nl>\n)
-  | (?P<ws>[ \t\r\f\v]+|\\\n)
+    (?P<pp>^[ \t]*\#(?:\\\n|[^\n])*)
+  | (?P<nl>\n)
+  | (?P<ws>[ \t\r\f\v]+)
+  | (?P<cont>\\\n)
   | (?P<lc>//(?:\\\n|[^\n])*)
   | (?P<bc>/\*.*?\*/)
   | (?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)")
@@ -25,9 +27,10 @@ _TOKEN = re.compile(
   | (?P<op>::|->|==|!=|<=|>=)
   | (?P<p>.)
     """,
-    re.VERBOSE | re.DOTALL,
+    re.VERBOSE | re.DOTALL | re.MULTILINE,
 )
-_DIRECTIVE = re.compile(r"#(?:\\\n|[^\n])*")
+_CONDITIONALS = {"if": "if", "ifdef": "if", "ifndef": "if", "elif": "else", "elifdef": "else", "elifndef": "else",
+                 "else": "else", "endif": "endif"}
 
 
 def c_tokens(text):
@@ -35,30 +38,26 @@ def c_tokens(text):
     as one token each; of the preprocessor lines only #if, #else and #endif, as ('pp',
     'if'|'else'|'endif', line)."""
     out = []
-    line, pos, n = 1, 0, len(text)
-    line_start = True  # only whitespace since the last newline
-    while pos < n:
-        m = _TOKEN.match(text, pos)
-        kind, value = m.lastgroup, m.group(0)
-        if kind == "p" and value == "#" and line_start:
-            m = _DIRECTIVE.match(text, pos)
-            value = m.group(0)
-            words = value[1:].replace("\\\n", " ").split()
-            d = {"ifdef": "if", "ifndef": "if", "elif": "else", "elifdef": "else", "elifndef": "else"}.get(
-                words[0] if words else "", words[0] if words else "")
-            if d in ("if", "else", "endif"):
-                out.append(("pp", d, line))
-            kind = "directive"
-        pos = m.end()
+    line = 1
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup
         if kind == "nl":
             line += 1
-            line_start = True
+        elif kind == "ws":
             continue
-        if kind not in ("ws", "lc", "bc", "directive"):
+        elif kind in ("cont", "lc", "bc", "pp"):
+            value = m.group()
+            if kind == "pp":
+                words = value.lstrip(" \t")[1:].replace("\\\n", " ").split()
+                d = _CONDITIONALS.get(words[0] if words else "")
+                if d:
+                    out.append(("pp", d, line))
+            line += value.count("\n")
+        else:
+            value = m.group()
             out.append(("str" if kind == "raw" else kind, value, line))
-        if kind not in ("ws", "lc", "bc"):
-            line_start = False
-        line += value.count("\n")
+            if kind in ("raw", "str"):
+                line += value.count("\n")
     return out
 
 
