@@ -23,14 +23,23 @@ def function(name, n, header=None):
     return f"{header or 'int ' + name + '(int x)'} {{\n" + body(n - 3) + "  return x;\n}\n"
 
 
+sys.path.insert(0, str(CHECK.parent))
+import check_limits  # noqa: E402
+
+
+def write_tree(d, files):
+    for rel, text in files.items():
+        p = Path(d) / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
 def run_check(files):
+    """The check's problems on a tree of these files (in this process: fast)."""
     with tempfile.TemporaryDirectory() as d:
-        for rel, text in files.items():
-            p = Path(d) / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
-        r = subprocess.run([sys.executable, str(CHECK), "--root", d, "--walk"], capture_output=True, text=True)
-        return r.returncode, r.stdout + r.stderr
+        write_tree(d, files)
+        problems, _, _ = check_limits.check(d, walk=True)
+        return 1 if problems else 0, "\n".join(problems) + ("\nall within" if not problems else "")
 
 
 class CodeLimits(unittest.TestCase):
@@ -45,6 +54,19 @@ class CodeLimits(unittest.TestCase):
         code, out = run_check(files)
         self.assertEqual(code, 0, out)
         self.assertIn("all within", out)
+
+    def test_the_command_exits_1_naming_each_problem(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_tree(d, {"a/big.cpp": "// x\n" * 401 + function("f", 81)})
+            r = subprocess.run([sys.executable, str(CHECK), "--root", d, "--walk"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("check_limits: FAIL a/big.cpp: 482 lines (limit 400)", r.stdout)
+            self.assertIn("check_limits: FAIL a/big.cpp:402: function f: 81 lines (limit 80)", r.stdout)
+        with tempfile.TemporaryDirectory() as d:
+            write_tree(d, {"a/ok.cpp": function("f", 80)})
+            r = subprocess.run([sys.executable, str(CHECK), "--root", d, "--walk"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("all within", r.stdout)
 
     def test_file_over_400_lines_fails_naming_it(self):
         out = self.assert_fails({"core/big.hpp": "// x\n" * 401, "core/ok.hpp": "// x\n" * 400}, "core/big.hpp: 401 lines")
