@@ -63,6 +63,83 @@ DriftStats compare_outputs(const StoredTensor& a, const StoredTensor& b) {
   return s;
 }
 
+namespace {
+
+/// One config's entry: verdicts, claims, run-to-run and forecast changes per output; a
+/// broken run_to_run or gpu_invariant claim goes to `violations`.
+json config_entry(const DriftConfig& c, const std::vector<std::string>& names, const std::string& forecast_profile,
+                  json& violations) {
+  auto violation = [&](const std::string& s) { violations.push_back(s); };
+  json cj = {{"config", c.config}, {"verdicts", json::array()}, {"run_to_run", json::object()},
+             {"forecast", json::object()}, {"claims", json::object()}};
+  for (auto& r : c.repeats) cj["verdicts"].push_back(r.result.value("verdict", "?"));
+  for (auto& n : names) {
+    json claimed = json::array();
+    for (const char* k : {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"})
+      if (claims(c.repeats[0].result, n, k)) claimed.push_back(k);
+    cj["claims"][n] = claimed;
+    DriftStats worst;
+    for (size_t k = 1; k < c.repeats.size(); ++k) {
+      DriftStats s = compare_outputs(c.repeats[0].outputs.at(n), c.repeats[k].outputs.at(n));
+      if (s.n_diff > worst.n_diff) worst.n_diff = s.n_diff;
+      worst.max_ulps = std::max(worst.max_ulps, s.max_ulps);
+    }
+    cj["run_to_run"][n] = stats_json(worst);
+    if (worst.n_diff > 0 && claims(c.repeats[0].result, n, "run_to_run"))
+      violation(n + " of config " + c.config + " claims run_to_run but " + std::to_string(worst.n_diff) +
+                " elements changed between repeats (max " + fmt(worst.max_ulps) + " ulps)");
+    if (c.forecast) {
+      DriftStats f = compare_outputs(c.repeats[0].outputs.at(n), c.forecast->outputs.at(n));
+      cj["forecast"][n] = stats_json(f);
+      cj["forecast"][n]["changes"] = f.n_diff > 0;
+      if (f.n_diff > 0 && claims(c.repeats[0].result, n, "gpu_invariant"))
+        violation(n + " of config " + c.config + " claims gpu_invariant but its bits would change under " +
+                  forecast_profile + " (" + std::to_string(f.n_diff) + " elements, max " + fmt(f.max_ulps) + " ulps)");
+    }
+  }
+  return cj;
+}
+
+/// Output n across configs, first repeats: the max ulp distance matrix, each pair's class
+/// and the groups of identical bits; a broken config_invariant claim goes to `violations`.
+json across_configs(const std::vector<DriftConfig>& configs, const std::string& n, json& violations) {
+  const size_t k = configs.size();
+  json m = json::array(), cls = json::array(), groups = json::array();
+  std::vector<int> group(k, -1);
+  // Distances are symmetric and zero on the diagonal: each pair is compared once.
+  std::vector<DriftStats> d(k * k);
+  for (size_t i = 0; i < k; ++i)
+    for (size_t j = i + 1; j < k; ++j)
+      d[i * k + j] = d[j * k + i] = compare_outputs(configs[i].repeats[0].outputs.at(n), configs[j].repeats[0].outputs.at(n));
+  for (size_t i = 0; i < k; ++i) {
+    json row = json::array(), crow = json::array();
+    for (size_t j = 0; j < k; ++j) {
+      const DriftStats& s = d[i * k + j];
+      row.push_back(std::isinf(s.max_ulps) ? json("inf") : json(s.max_ulps));
+      const bool both_in = inside(configs[i].repeats[0].result) && inside(configs[j].repeats[0].result);
+      crow.push_back(s.n_diff == 0 ? "identical" : (both_in ? "inside" : "outside"));
+      if (s.n_diff == 0 && group[i] < 0 && j < i) group[i] = group[j];
+    }
+    if (group[i] < 0) {
+      group[i] = static_cast<int>(groups.size());
+      groups.push_back(json::array());
+    }
+    groups[group[i]].push_back(configs[i].config);
+    m.push_back(row);
+    cls.push_back(crow);
+  }
+  if (groups.size() > 1)
+    for (size_t i = 0; i < k; ++i)
+      if (claims(configs[i].repeats[0].result, n, "config_invariant")) {
+        violations.push_back(n + " of config " + configs[i].config + " claims config_invariant but the configs give " +
+                             std::to_string(groups.size()) + " different results");
+        break;
+      }
+  return {{"max_ulps_matrix", m}, {"classes", cls}, {"identical_groups", groups}};
+}
+
+}  // namespace
+
 json analyze_drift(const std::vector<DriftConfig>& configs, const std::string& forecast_profile) {
   json rep = {{"forecast_profile", forecast_profile}, {"configs", json::array()}, {"outputs", json::object()},
               {"violations", json::array()}};
@@ -74,76 +151,9 @@ json analyze_drift(const std::vector<DriftConfig>& configs, const std::string& f
   rep["repeat"] = configs[0].repeats.size();
   std::vector<std::string> names;
   for (auto& [n, t] : configs[0].repeats[0].outputs) names.push_back(n);
-  auto violation = [&](const std::string& s) { rep["violations"].push_back(s); };
-
-  for (auto& c : configs) {
-    json cj = {{"config", c.config}, {"verdicts", json::array()}, {"run_to_run", json::object()},
-               {"forecast", json::object()}, {"claims", json::object()}};
-    for (auto& r : c.repeats) cj["verdicts"].push_back(r.result.value("verdict", "?"));
-    for (auto& n : names) {
-      json claimed = json::array();
-      for (const char* k : {"run_to_run", "config_invariant", "gpu_invariant", "batch_invariant"})
-        if (claims(c.repeats[0].result, n, k)) claimed.push_back(k);
-      cj["claims"][n] = claimed;
-      DriftStats worst;
-      for (size_t k = 1; k < c.repeats.size(); ++k) {
-        DriftStats s = compare_outputs(c.repeats[0].outputs.at(n), c.repeats[k].outputs.at(n));
-        if (s.n_diff > worst.n_diff) worst.n_diff = s.n_diff;
-        worst.max_ulps = std::max(worst.max_ulps, s.max_ulps);
-      }
-      cj["run_to_run"][n] = stats_json(worst);
-      if (worst.n_diff > 0 && claims(c.repeats[0].result, n, "run_to_run"))
-        violation(n + " of config " + c.config + " claims run_to_run but " + std::to_string(worst.n_diff) +
-                  " elements changed between repeats (max " + fmt(worst.max_ulps) + " ulps)");
-      if (c.forecast) {
-        DriftStats f = compare_outputs(c.repeats[0].outputs.at(n), c.forecast->outputs.at(n));
-        cj["forecast"][n] = stats_json(f);
-        cj["forecast"][n]["changes"] = f.n_diff > 0;
-        if (f.n_diff > 0 && claims(c.repeats[0].result, n, "gpu_invariant"))
-          violation(n + " of config " + c.config + " claims gpu_invariant but its bits would change under " +
-                    forecast_profile + " (" + std::to_string(f.n_diff) + " elements, max " + fmt(f.max_ulps) + " ulps)");
-      }
-    }
-    rep["configs"].push_back(cj);
-  }
-
+  for (auto& c : configs) rep["configs"].push_back(config_entry(c, names, forecast_profile, rep["violations"]));
   // Config x config, first repeats: max ulp distance and class; groups of identical bits.
-  const size_t k = configs.size();
-  for (auto& n : names) {
-    json m = json::array(), cls = json::array(), groups = json::array();
-    std::vector<int> group(k, -1);
-    // Distances are symmetric and zero on the diagonal: each pair is compared once.
-    std::vector<DriftStats> d(k * k);
-    for (size_t i = 0; i < k; ++i)
-      for (size_t j = i + 1; j < k; ++j)
-        d[i * k + j] = d[j * k + i] =
-            compare_outputs(configs[i].repeats[0].outputs.at(n), configs[j].repeats[0].outputs.at(n));
-    for (size_t i = 0; i < k; ++i) {
-      json row = json::array(), crow = json::array();
-      for (size_t j = 0; j < k; ++j) {
-        const DriftStats& s = d[i * k + j];
-        row.push_back(std::isinf(s.max_ulps) ? json("inf") : json(s.max_ulps));
-        const bool both_in = inside(configs[i].repeats[0].result) && inside(configs[j].repeats[0].result);
-        crow.push_back(s.n_diff == 0 ? "identical" : (both_in ? "inside" : "outside"));
-        if (s.n_diff == 0 && group[i] < 0 && j < i) group[i] = group[j];
-      }
-      if (group[i] < 0) {
-        group[i] = static_cast<int>(groups.size());
-        groups.push_back(json::array());
-      }
-      groups[group[i]].push_back(configs[i].config);
-      m.push_back(row);
-      cls.push_back(crow);
-    }
-    rep["outputs"][n] = {{"max_ulps_matrix", m}, {"classes", cls}, {"identical_groups", groups}};
-    if (groups.size() > 1)
-      for (size_t i = 0; i < k; ++i)
-        if (claims(configs[i].repeats[0].result, n, "config_invariant")) {
-          violation(n + " of config " + configs[i].config + " claims config_invariant but the configs give " +
-                    std::to_string(groups.size()) + " different results");
-          break;
-        }
-  }
+  for (auto& n : names) rep["outputs"][n] = across_configs(configs, n, rep["violations"]);
   return rep;
 }
 

@@ -99,6 +99,92 @@ struct Partial {
   double w_out = 0, w_v = 0, w_lo = 0, w_hi = 0, w_err = 0, w_hw = 0;
 };
 
+/// An element's admissible set: its enclosure widened by the reference's error and rounded
+/// to the output's dtype, and what the set says about NaN.
+struct Admissible {
+  double a_lo = 0, a_hi = 0;
+  bool unbounded = false;    // unbounded on a side while the value is finite, or all of it around ±inf
+  bool flagged_nan = false;  // the enclosure admits NaN with finite bounds
+  bool nan_ok = false;       // NaN admitted (never verified)
+};
+
+/// The admissible set of element l of ref and enc (element i of the output, named in errors).
+Admissible admissible_at(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t i, int64_t l) {
+  const DType dt = out.desc.dtype;
+  const double v = ref.v[l], err = ref.err[l];
+  const double e_lo = enc.lo[l], e_hi = enc.hi[l];
+  // An infinite bound stays as it is (stepping outward from +inf would give inf - inf).
+  double lo_w = std::isinf(e_lo) && err == 0 ? e_lo : enc_detail::down(e_lo - err);
+  double hi_w = std::isinf(e_hi) && err == 0 ? e_hi : enc_detail::up(e_hi + err);
+  // Enclosure arithmetic on an infinite input (inf - inf in a midpoint) gives NaN bounds
+  // where IEEE arithmetic gives a finite value (exp(-inf) = 0): such a bound bounds nothing.
+  if (std::isnan(lo_w)) lo_w = -kInf;
+  if (std::isnan(hi_w)) hi_w = kInf;
+  if (std::isfinite(v) && !(lo_w <= v && v <= hi_w))
+    throw HarnessError("reference value of " + out.desc.name + "[" + std::to_string(i) + "] = " + std::to_string(v) +
+                       " lies outside its own enclosure [" + std::to_string(lo_w) + ", " + std::to_string(hi_w) + "]");
+  Admissible a;
+  a.a_lo = round_to(dt, lo_w), a.a_hi = round_to(dt, hi_w);
+  // An admissible set unbounded on a side while the value is finite (the contract's own
+  // arithmetic overflows, e.g. rstd^3 in fp16) bounds nothing: such an element is not
+  // verified by lying in it. There an intermediate a correct impl computes may be ±inf
+  // (DESIGN.md), and IEEE rules take inf * 0 or inf - inf to NaN, so a NaN output is
+  // admitted but never verified: it counts as unverifiable, not as a pass.
+  // With v = ±inf (an infinite input reached it exactly), the contract may still admit
+  // anything (an infinity times a rounded factor whose sign the contract leaves open):
+  // such an element is unbounded too.
+  a.unbounded = std::isfinite(v) ? (std::isinf(lo_w) || std::isinf(hi_w)) : (std::isinf(v) && lo_w == -kInf && hi_w == kInf);
+  // The enclosure may also admit NaN with finite bounds (an intermediate that may overflow
+  // both ways, then a transform to finite values such as softcap): admitted, unverifiable.
+  // Where the defined value is NaN, NaN is required whatever the contract admits.
+  a.flagged_nan = !std::isnan(v) && may_nan(enc, l);
+  a.nan_ok = a.unbounded || a.flagged_nan;
+  return a;
+}
+
+/// Whether output o (its bits) lies in the admissible set of reference value v; counts
+/// unwritten elements and NaN mismatches on the way.
+bool lies_in(uint32_t bits, uint32_t poison, double o, double v, const Admissible& a, Partial& p) {
+  if (bits == poison) {
+    ++p.n_unwritten;
+    return false;
+  }
+  if (std::isnan(v)) {
+    ++p.n_nan_expected;
+    const bool ok = std::isnan(o);
+    if (!ok) ++p.n_nan;
+    return ok;
+  }
+  if (std::isnan(o)) {
+    // Admitted (see count_verdict) where the admissible set is unbounded or admits NaN; a mismatch elsewhere.
+    if (a.nan_ok) ++p.n_nan_admitted; else ++p.n_nan;
+    return false;
+  }
+  if (std::isinf(v)) return o == v;  // the defined computation reaches ±inf (an infinite input): infinities match in sign
+  return a.a_lo <= o && o <= a.a_hi;  // NaN bounds make this false
+}
+
+/// Counts element i as unverifiable or failing (ok: it lies in the admissible set).
+void count_verdict(bool ok, bool unverifiable, const Admissible& a, bool unwritten, double o, int64_t i, Partial& p) {
+  if (unverifiable || a.unbounded) {
+    ++p.n_unv;
+    const bool nan_admitted = a.nan_ok && std::isnan(o);
+    // Unwritten elements fail even here, and so does NaN where the bound is finite.
+    if (!ok && (unwritten || (std::isnan(o) && !nan_admitted))) ++p.n_fail, ++p.n_unv_fail;
+  } else if (a.flagged_nan) {
+    // Never a pass; NaN is admitted, while a number outside the finite bounds (or an
+    // unwritten element) still fails.
+    ++p.n_unv;
+    if (!ok && (unwritten || !std::isnan(o))) {
+      ++p.n_fail, ++p.n_unv_fail;
+      if (p.first_fail < 0) p.first_fail = i;
+    }
+  } else if (!ok) {
+    ++p.n_fail;
+    if (p.first_fail < 0) p.first_fail = i;
+  }
+}
+
 /// Output elements [b, e) against ref and enc, which hold the elements from `base` on.
 void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t base, int64_t b,
                  int64_t e, Partial& p, Hists& hs, TolBuckets& tol) {
@@ -107,54 +193,12 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
   for (int64_t i = b; i < e; ++i) {
     const int64_t l = i - base;  // the element in ref and enc
     const uint32_t bits = out.bits(i);
-    const double o = decode(dt, bits), v = ref.v[l], err = ref.err[l];
-    const double e_lo = enc.lo[l], e_hi = enc.hi[l];
-    // An infinite bound stays as it is (stepping outward from +inf would give inf - inf).
-    double lo_w = std::isinf(e_lo) && err == 0 ? e_lo : enc_detail::down(e_lo - err);
-    double hi_w = std::isinf(e_hi) && err == 0 ? e_hi : enc_detail::up(e_hi + err);
-    // Enclosure arithmetic on an infinite input (inf - inf in a midpoint) gives NaN bounds
-    // where IEEE arithmetic gives a finite value (exp(-inf) = 0): such a bound bounds nothing.
-    if (std::isnan(lo_w)) lo_w = -kInf;
-    if (std::isnan(hi_w)) hi_w = kInf;
-    if (std::isfinite(v) && !(lo_w <= v && v <= hi_w))
-      throw HarnessError("reference value of " + out.desc.name + "[" + std::to_string(i) + "] = " + std::to_string(v) +
-                         " lies outside its own enclosure [" + std::to_string(lo_w) + ", " + std::to_string(hi_w) + "]");
-    const double a_lo = round_to(dt, lo_w), a_hi = round_to(dt, hi_w);
-    // An admissible set unbounded on a side while the value is finite (the contract's own
-    // arithmetic overflows, e.g. rstd^3 in fp16) bounds nothing: such an element is not
-    // verified by lying in it. There an intermediate a correct impl computes may be ±inf
-    // (DESIGN.md), and IEEE rules take inf * 0 or inf - inf to NaN, so a NaN output is
-    // admitted but never verified: it counts as unverifiable, not as a pass.
-    // With v = ±inf (an infinite input reached it exactly), the contract may still admit
-    // anything (an infinity times a rounded factor whose sign the contract leaves open):
-    // such an element is unbounded too.
-    const bool unbounded = std::isfinite(v) ? (std::isinf(lo_w) || std::isinf(hi_w))
-                                            : (std::isinf(v) && lo_w == -kInf && hi_w == kInf);
-    // The enclosure may also admit NaN with finite bounds (an intermediate that may overflow
-    // both ways, then a transform to finite values such as softcap): admitted, unverifiable.
-    // Where the defined value is NaN, NaN is required whatever the contract admits.
-    const bool flagged_nan = !std::isnan(v) && may_nan(enc, l);
-    const bool nan_ok = unbounded || flagged_nan;
-    bool ok;
-    if (bits == poison) {
-      ++p.n_unwritten;
-      ok = false;
-    } else if (std::isnan(v)) {
-      ++p.n_nan_expected;
-      ok = std::isnan(o);
-      if (!ok) ++p.n_nan;
-    } else if (std::isnan(o)) {
-      ok = false;
-      // Admitted (below) where the admissible set is unbounded or admits NaN; a mismatch elsewhere.
-      if (nan_ok) ++p.n_nan_admitted; else ++p.n_nan;
-    } else if (std::isinf(v)) {
-      ok = o == v;  // the defined computation reaches ±inf (an infinite input): infinities match in sign
-    } else {
-      ok = a_lo <= o && o <= a_hi;  // NaN bounds make this false
-    }
+    const double o = decode(dt, bits), v = ref.v[l];
+    const Admissible a = admissible_at(out, ref, enc, i, l);
+    const bool ok = lies_in(bits, poison, o, v, a, p);
     double dist = (o == v || (std::isnan(o) && std::isnan(v))) ? 0.0 : std::fabs(o - v);
     if (std::isnan(dist)) dist = kInf;
-    const double hw = std::max(a_hi - v, v - a_lo);
+    const double hw = std::max(a.a_hi - v, v - a.a_lo);
     double ratio = dist == 0 ? 0.0 : (hw > 0 ? dist / hw : kInf);
     if (std::isnan(ratio)) ratio = kInf;
     const double ulps = dist == 0 ? 0.0 : dist / ulp(dt, std::isfinite(v) ? v : max_finite(dt));
@@ -164,28 +208,12 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       p.sum_signed_ulps += s_ulps, p.sum_abs_ulps += std::fabs(s_ulps), ++p.n_finite;
       tol.add(std::fabs(v), dist);
     }
-    if (enc.unverifiable[l] || unbounded) {
-      ++p.n_unv;
-      const bool nan_admitted = nan_ok && std::isnan(o);
-      // Unwritten elements fail even here, and so does NaN where the bound is finite.
-      if (!ok && (bits == poison || (std::isnan(o) && !nan_admitted))) ++p.n_fail, ++p.n_unv_fail;
-    } else if (flagged_nan) {
-      // Never a pass; NaN is admitted, while a number outside the finite bounds (or an
-      // unwritten element) still fails.
-      ++p.n_unv;
-      if (!ok && (bits == poison || !std::isnan(o))) {
-        ++p.n_fail, ++p.n_unv_fail;
-        if (p.first_fail < 0) p.first_fail = i;
-      }
-    } else if (!ok) {
-      ++p.n_fail;
-      if (p.first_fail < 0) p.first_fail = i;
-    }
+    count_verdict(ok, enc.unverifiable[l], a, bits == poison, o, i, p);
     ++hs.ratio[ratio_bin(ratio)];
     ++hs.ulps[ratio_bin(ulps)];
     if (p.worst < 0 || ratio > p.max_ratio) {
       p.max_ratio = ratio, p.worst = i;
-      p.w_out = o, p.w_v = v, p.w_lo = a_lo, p.w_hi = a_hi, p.w_err = err, p.w_hw = half_width(e_lo, e_hi);
+      p.w_out = o, p.w_v = v, p.w_lo = a.a_lo, p.w_hi = a.a_hi, p.w_err = ref.err[l], p.w_hw = half_width(enc.lo[l], enc.hi[l]);
     }
     p.max_ulps = std::max(p.max_ulps, ulps);
   }

@@ -102,140 +102,181 @@ double case_host_bytes(const Case& c, const OpBinding& op, const StreamPlan& pla
   return bytes + std::max(plan.whole_bytes, whole_refs + plan.block_bytes);
 }
 
-StreamOutcome check_streamed(const Case& c, const OpBinding& op, const Contract& k, const StreamPlan& plan,
-                             const TensorSet& ins, const TensorSet& outs) {
-  StreamOutcome r;
-  std::vector<OutInfo> info;
-  for (auto& t : op.tensors(c))
-    if (t.role == Role::output) {
-      const bool sl = plan.sliced.count(t.name) != 0;
-      info.push_back({t.name, t.dtype, sl, sl ? numel(t.shape) / plan.extent : 0});
-    }
+namespace {
 
-  // Outputs reduced over rows, whole. A miss there would have the whole path's refinement
-  // recompute every row in a small case (run that path instead) and nothing in a large one.
-  RefResult wref;
-  std::vector<OutputEnclosure> wenc;
-  bool refine_nothing = false;
-  std::string method;  // every evaluation's (before a refinement appends to it)
-  if (!plan.whole.empty()) {
-    const auto t0 = Clock::now();
-    op.evaluate_only(c, ins, k, plan.whole, wref, wenc);
-    r.reference_s += since(t0);
-    method = wref.method;
-    Misses wm;
-    for (size_t o = 0; o < info.size(); ++o)
-      if (!info[o].sliced)
-        if (auto m = ref_target_misses(wref.outputs[o], wenc[o], info[o].dtype); !m.empty()) wm[info[o].name] = m;
-    if (!wm.empty()) {
-      if (numel(c.shape) <= kRefineAllMaxElements) {
-        r.whole_instead = true;
-        return r;
+/// One streamed evaluation, phase by phase: the outputs reduced over rows whole, then the
+/// blocks in order, then (where a block missed) the refinement of the rows that missed and
+/// those blocks again, then the verdicts.
+class StreamPass {
+ public:
+  StreamPass(const Case& c, const OpBinding& op, const Contract& k, const StreamPlan& plan, const TensorSet& ins,
+             const TensorSet& outs)
+      : c_(c), op_(op), k_(k), plan_(plan), ins_(ins), outs_(outs) {
+    for (auto& t : op.tensors(c))
+      if (t.role == Role::output) {
+        const bool sl = plan.sliced.count(t.name) != 0;
+        info_.push_back({t.name, t.dtype, sl, sl ? numel(t.shape) / plan.extent : 0});
       }
-      refine_nothing = true;
-      for (size_t o = 0; o < info.size(); ++o)
-        if (auto it = wm.find(info[o].name); it != wm.end())
-          for (int64_t i : it->second) wenc[o].unverifiable[static_cast<size_t>(i)] = 1;
-      r.refined += count(wm), r.insufficient += count(wm);
+  }
+
+  /// Outputs reduced over rows, whole. A miss there would have the whole path's refinement
+  /// recompute every row in a small case (run that path instead: false, whole_instead set)
+  /// and nothing in a large one.
+  bool evaluate_whole() {
+    if (plan_.whole.empty()) return true;
+    const auto t0 = Clock::now();
+    op_.evaluate_only(c_, ins_, k_, plan_.whole, wref_, wenc_);
+    r_.reference_s += since(t0);
+    method_ = wref_.method;
+    Misses wm;
+    for (size_t o = 0; o < info_.size(); ++o)
+      if (!info_[o].sliced)
+        if (auto m = ref_target_misses(wref_.outputs[o], wenc_[o], info_[o].dtype); !m.empty()) wm[info_[o].name] = m;
+    if (wm.empty()) return true;
+    if (numel(c_.shape) <= kRefineAllMaxElements) {
+      r_.whole_instead = true;
+      return false;
+    }
+    refine_nothing_ = true;
+    for (size_t o = 0; o < info_.size(); ++o)
+      if (auto it = wm.find(info_[o].name); it != wm.end())
+        for (int64_t i : it->second) wenc_[o].unverifiable[static_cast<size_t>(i)] = 1;
+    r_.refined += count(wm), r_.insufficient += count(wm);
+    return true;
+  }
+
+  /// Blocks in order: judged while none has missed; from the first miss on, misses collected.
+  void evaluate_blocks() {
+    for (auto& o : info_)
+      if (o.sliced) judges_.emplace(o.name, JudgeStream(outs_.view(o.name)));
+    for (int64_t bi = 0; bi < plan_.blocks; ++bi) {
+      const int64_t b = bi * plan_.block, e = std::min(plan_.extent, b + plan_.block);
+      evaluate(b, e);
+      const Misses m = misses_of(info_, ref_, enc_);
+      r_.refined += count(m);
+      if (refine_nothing_) {
+        mark_unverifiable(info_, m, enc_);
+        r_.insufficient += count(m);
+      } else if (!m.empty() || first_missed_ >= 0) {
+        if (first_missed_ < 0) first_missed_ = bi;
+        for (auto& o : info_)
+          if (auto it = m.find(o.name); it != m.end())
+            for (int64_t i : it->second) missed_[o.name].push_back(b * o.per + i);
+        continue;
+      }
+      judge_block(b);
     }
   }
 
-  std::map<std::string, JudgeStream> judges;
-  for (auto& o : info)
-    if (o.sliced) judges.emplace(o.name, JudgeStream(outs.view(o.name)));
-  RefResult ref;
-  std::vector<OutputEnclosure> enc;
-  auto evaluate = [&](int64_t b, int64_t e) {
-    const auto t0 = Clock::now();
-    CaseSlice s = slice_rows(op, c, ins, plan.dims, b, e);
-    op.evaluate_only(s.c, s.ts, k, plan.sliced, ref, enc);
-    r.reference_s += since(t0);
-    ++r.blocks_evaluated;
-    if (method.empty()) method = ref.method;
-    if (ref.method != method)
-      throw HarnessError(op.name() + ": the reference of rows " + std::to_string(b) + ".." + std::to_string(e) +
-                         " is '" + ref.method + "', of the others '" + method + "'");
-  };
-  auto judge_block = [&](int64_t b) {
-    const auto t0 = Clock::now();
-    for (size_t o = 0; o < info.size(); ++o)
-      if (info[o].sliced) judges.at(info[o].name).add(b * info[o].per, ref.outputs[o], enc[o]);
-    r.judge_s += since(t0);
-  };
+  bool missed() const { return first_missed_ >= 0; }
 
-  // Blocks in order: judged while none has missed; from the first miss on, misses collected.
-  Misses missed;  // elements of the whole outputs
-  int64_t first_missed = -1;
-  for (int64_t bi = 0; bi < plan.blocks; ++bi) {
-    const int64_t b = bi * plan.block, e = std::min(plan.extent, b + plan.block);
-    evaluate(b, e);
-    const Misses m = misses_of(info, ref, enc);
-    r.refined += count(m);
-    if (refine_nothing) {
-      mark_unverifiable(info, m, enc);
-      r.insufficient += count(m);
-    } else if (!m.empty() || first_missed >= 0) {
-      if (first_missed < 0) first_missed = bi;
-      for (auto& o : info)
-        if (auto it = m.find(o.name); it != m.end())
-          for (int64_t i : it->second) missed[o.name].push_back(b * o.per + i);
-      continue;
-    }
-    judge_block(b);
-  }
-
-  if (first_missed >= 0) {
-    // The dim-0 indices holding a miss, gathered and refined together.
+  /// The dim-0 indices holding a miss, gathered and refined together; the blocks from the
+  /// first miss on evaluated again with the refined rows put in, and judged.
+  void refine_missed() {
     const auto t0 = Clock::now();
     std::vector<int64_t> rows;
     std::map<std::string, int64_t> per;
-    for (auto& o : info) per[o.name] = o.per;
-    for (auto& [n, idx] : missed)
+    for (auto& o : info_) per[o.name] = o.per;
+    for (auto& [n, idx] : missed_)
       for (int64_t i : idx) rows.push_back(i / per[n]);
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     auto pos = [&](int64_t d) { return static_cast<int64_t>(std::lower_bound(rows.begin(), rows.end(), d) - rows.begin()); };
     Misses gmiss;
-    for (auto& [n, idx] : missed)
+    for (auto& [n, idx] : missed_)
       for (int64_t i : idx) gmiss[n].push_back(pos(i / per[n]) * per[n] + i % per[n]);
-    CaseSlice g = gather_rows(op, c, ins, plan.dims, rows);
+    CaseSlice g = gather_rows(op_, c_, ins_, plan_.dims, rows);
     RefResult gref;
     std::vector<OutputEnclosure> genc;
-    op.evaluate_only(g.c, g.ts, k, plan.sliced, gref, genc);
-    if (gref.method != method || misses_of(info, gref, genc) != gmiss)
-      throw HarnessError(op.name() + ": the rows gathered for refinement evaluate unlike the blocks they came from");
+    op_.evaluate_only(g.c, g.ts, k_, plan_.sliced, gref, genc);
+    if (gref.method != method_ || misses_of(info_, gref, genc) != gmiss)
+      throw HarnessError(op_.name() + ": the rows gathered for refinement evaluate unlike the blocks they came from");
     genc.clear();
-    op.refine(g.c, g.ts, gref, gmiss);
-    r.refine_s = since(t0);
+    op_.refine(g.c, g.ts, gref, gmiss);
+    r_.refine_s = since(t0);
 
-    for (int64_t bi = first_missed; bi < plan.blocks; ++bi) {
-      const int64_t b = bi * plan.block, e = std::min(plan.extent, b + plan.block);
+    for (int64_t bi = first_missed_; bi < plan_.blocks; ++bi) {
+      const int64_t b = bi * plan_.block, e = std::min(plan_.extent, b + plan_.block);
       evaluate(b, e);
       // The refined rows' values (the gathered case's, equal to the block's elsewhere).
       for (auto d = std::lower_bound(rows.begin(), rows.end(), b); d != rows.end() && *d < e; ++d)
-        for (size_t o = 0; o < info.size(); ++o) {
-          if (!info[o].sliced) continue;
-          const int64_t n = info[o].per, from = pos(*d) * n, to = (*d - b) * n;
-          std::copy_n(gref.outputs[o].v.begin() + from, n, ref.outputs[o].v.begin() + to);
-          std::copy_n(gref.outputs[o].err.begin() + from, n, ref.outputs[o].err.begin() + to);
+        for (size_t o = 0; o < info_.size(); ++o) {
+          if (!info_[o].sliced) continue;
+          const int64_t n = info_[o].per, from = pos(*d) * n, to = (*d - b) * n;
+          std::copy_n(gref.outputs[o].v.begin() + from, n, ref_.outputs[o].v.begin() + to);
+          std::copy_n(gref.outputs[o].err.begin() + from, n, ref_.outputs[o].err.begin() + to);
         }
-      const Misses still = misses_of(info, ref, enc);
-      mark_unverifiable(info, still, enc);
-      r.insufficient += count(still);
+      const Misses still = misses_of(info_, ref_, enc_);
+      mark_unverifiable(info_, still, enc_);
+      r_.insufficient += count(still);
       judge_block(b);
     }
-    method = gref.method;
+    method_ = gref.method;
   }
-  r.method = method;
 
-  const auto t0 = Clock::now();
-  for (size_t o = 0; o < info.size(); ++o) {
-    const TensorSlot& s = outs.at(info[o].name);
-    if (info[o].sliced) r.verdicts.push_back(judges.at(info[o].name).finish(s.alias_of.empty()));
-    else r.verdicts.push_back(judge(s.view(), wref.outputs[o], wenc[o], s.alias_of.empty()));
+  /// Every output's verdict, in the op's order.
+  StreamOutcome finish() {
+    r_.method = method_;
+    const auto t0 = Clock::now();
+    for (size_t o = 0; o < info_.size(); ++o) {
+      const TensorSlot& s = outs_.at(info_[o].name);
+      if (info_[o].sliced) r_.verdicts.push_back(judges_.at(info_[o].name).finish(s.alias_of.empty()));
+      else r_.verdicts.push_back(judge(s.view(), wref_.outputs[o], wenc_[o], s.alias_of.empty()));
+    }
+    r_.judge_s += since(t0);
+    return std::move(r_);
   }
-  r.judge_s += since(t0);
-  return r;
+
+  StreamOutcome outcome() { return std::move(r_); }
+
+ private:
+  void evaluate(int64_t b, int64_t e) {
+    const auto t0 = Clock::now();
+    CaseSlice s = slice_rows(op_, c_, ins_, plan_.dims, b, e);
+    op_.evaluate_only(s.c, s.ts, k_, plan_.sliced, ref_, enc_);
+    r_.reference_s += since(t0);
+    ++r_.blocks_evaluated;
+    if (method_.empty()) method_ = ref_.method;
+    if (ref_.method != method_)
+      throw HarnessError(op_.name() + ": the reference of rows " + std::to_string(b) + ".." + std::to_string(e) +
+                         " is '" + ref_.method + "', of the others '" + method_ + "'");
+  }
+
+  void judge_block(int64_t b) {
+    const auto t0 = Clock::now();
+    for (size_t o = 0; o < info_.size(); ++o)
+      if (info_[o].sliced) judges_.at(info_[o].name).add(b * info_[o].per, ref_.outputs[o], enc_[o]);
+    r_.judge_s += since(t0);
+  }
+
+  const Case& c_;
+  const OpBinding& op_;
+  const Contract& k_;
+  const StreamPlan& plan_;
+  const TensorSet& ins_;
+  const TensorSet& outs_;
+  StreamOutcome r_;
+  std::vector<OutInfo> info_;
+  RefResult wref_;  // the outputs evaluated whole
+  std::vector<OutputEnclosure> wenc_;
+  bool refine_nothing_ = false;
+  std::string method_;  // every evaluation's (before a refinement appends to it)
+  std::map<std::string, JudgeStream> judges_;
+  RefResult ref_;  // the block's
+  std::vector<OutputEnclosure> enc_;
+  Misses missed_;  // elements of the whole outputs
+  int64_t first_missed_ = -1;
+};
+
+}  // namespace
+
+StreamOutcome check_streamed(const Case& c, const OpBinding& op, const Contract& k, const StreamPlan& plan,
+                             const TensorSet& ins, const TensorSet& outs) {
+  StreamPass pass(c, op, k, plan, ins, outs);
+  if (!pass.evaluate_whole()) return pass.outcome();
+  pass.evaluate_blocks();
+  if (pass.missed()) pass.refine_missed();
+  return pass.finish();
 }
 
 }  // namespace kv

@@ -1,4 +1,5 @@
-// The kverify command line: list, run, replay (and the internal __worker).
+// The kverify command line: the subcommands of the table in cli/commands.cpp, each in
+// cli/cmd_<name>.cpp (cli/command.hpp).
 #pragma once
 
 namespace kv {

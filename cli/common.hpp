@@ -30,6 +30,8 @@ CLI::Validator seconds_check();
 /// Creates the output directory and checks it is writable: UsageError (exit 2) naming it otherwise.
 void make_out_dir(const std::string& dir);
 
+/// --plugin, --worker, --worker-timeout, --plugin-timeout (list has these alone).
+void add_extension_options(CLI::App* app, ExtensionOptions& o);
 /// --device, --device-profile, --timeout, --out, --plugin, --worker, --worker-timeout.
 void add_common(CLI::App* app, Common& c);
 /// --sanitize and --sanitize-every (run, replay and fuzz; the default sample is c.sanitize.every).

@@ -78,99 +78,121 @@ std::vector<float> row_sums(cublasHandle_t h, const std::vector<std::vector<doub
   return std::vector<float>(c.begin(), c.begin() + m);
 }
 
+/// The rounding, block and alignment probes (the file's header) into j.
+void probe_accumulation(cublasHandle_t h, nlohmann::json& j) {
+  const int k = 128;
+  std::vector<std::vector<double>> rows;
+  std::vector<double> r(k, 0.0);
+  r[0] = 1, r[1] = 1.5 * 0x1p-24;
+  rows.push_back(r);
+  for (int t = 1; t <= 64; ++t) {
+    std::vector<double> p(k, 0.0);
+    p[0] = 1;
+    for (int l = 1; l <= t; ++l) p[l] = 0x1p-24;
+    rows.push_back(p);
+  }
+  for (int t : {1, 2, 4, 8, 16, 32, 64, 127}) {
+    std::vector<double> p(k, 0.0);
+    p[0] = 1;
+    for (int l = 1; l <= t; ++l) p[l] = 0x1p-30;
+    rows.push_back(p);
+  }
+  auto c = row_sums(h, rows, k);
+  const double rnd = c[0];
+  j["rounding_probe"] = {{"exact", "1 + 1.5*2^-24"},
+                         {"got_minus_1_in_2^-24", (rnd - 1.0) / 0x1p-24},
+                         {"behaves_like", rnd == 1.0 ? "truncation" : (rnd == 1.0 + 0x1p-23 ? "round-to-nearest" : "other")}};
+  nlohmann::json blk = nlohmann::json::array();
+  int exact_up_to = 0;
+  for (int t = 1; t <= 64; ++t) {
+    const double got = (c[t] - 1.0) / 0x1p-24;
+    blk.push_back(got);
+    if (got == t && exact_up_to == t - 1) exact_up_to = t;
+  }
+  j["block_probe"] = {{"exact", "1 + t*2^-24, t = 1..64"}, {"got_minus_1_in_2^-24", blk}, {"exact_for_t_up_to", exact_up_to}};
+  nlohmann::json al = nlohmann::json::array();
+  int idx = 65;
+  for (int t : {1, 2, 4, 8, 16, 32, 64, 127}) al.push_back({{"t", t}, {"got_minus_1_in_2^-30", (c[idx++] - 1.0) / 0x1p-30}});
+  j["alignment_probe"] = {{"exact", "1 + t*2^-30"}, {"results", al}};
+}
+
+/// The random draws of the contract check, carried from one check to the next.
+struct Draws {
+  std::mt19937_64 rng{20261122};
+  std::normal_distribution<double> nd{0.0, 1.0};
+  std::uniform_int_distribution<int> ex{-20, 20};
+};
+
+/// One contract check: 64 x 64 outputs of kk products each, inputs spread over 2^+-20 or
+/// cancelling in pairs; the worst error in units of 2^-24 sum|p| and the outputs outside.
+nlohmann::json check_contract(cublasHandle_t h, int kk, const char* kind, Draws& d) {
+  using mpfr = boost::multiprecision::mpfr_float_1000;
+  const double B = 64;
+  std::mt19937_64& rng = d.rng;
+  std::normal_distribution<double>& nd = d.nd;
+  std::uniform_int_distribution<int>& ex = d.ex;
+  const int m = 64, n = 64;
+  std::vector<double> a(static_cast<size_t>(m) * kk), b(static_cast<size_t>(kk) * n);
+  for (auto& v : a) v = round_to(DType::bf16, std::ldexp(nd(rng), ex(rng)));
+  const bool cancel = std::string(kind) == "cancel";
+  for (auto& v : b) v = round_to(DType::bf16, std::ldexp(nd(rng), cancel ? 0 : ex(rng)));
+  if (cancel) {  // products in pairs p, -p (every fourth pair -p/2: a small remainder)
+    for (int i = 0; i < m; ++i)
+      for (int l = 0; l + 1 < kk; l += 2) a[static_cast<size_t>(l + 1) * m + i] = -a[static_cast<size_t>(l) * m + i] * (l % 8 ? 1.0 : 0.5);
+    for (int l = 0; l + 1 < kk; l += 2)
+      for (int jj = 0; jj < n; ++jj) b[static_cast<size_t>(jj) * kk + l + 1] = b[static_cast<size_t>(jj) * kk + l];
+  }
+  auto got = gemm(h, m, n, kk, a, b);
+  const double g = (kk + B) * 0x1p-23 / (1 - (kk + B) * 0x1p-23);
+  double worst = 0;
+  int outside = 0;
+  for (int i = 0; i < m; ++i)
+    for (int jj = 0; jj < n; ++jj) {
+      mpfr s = 0, sa = 0;
+      for (int l = 0; l < kk; ++l) {
+        mpfr p = mpfr(a[static_cast<size_t>(l) * m + i]) * b[static_cast<size_t>(jj) * kk + l];
+        s += p;
+        sa += abs(p);
+      }
+      const double err = abs(mpfr(got[static_cast<size_t>(jj) * m + i]) - s).convert_to<double>();
+      const double abs_sum = sa.convert_to<double>();
+      if (abs_sum > 0) worst = std::max(worst, err / (0x1p-24 * abs_sum));
+      if (!(err <= g * abs_sum * (1 + 0x1p-40))) ++outside;
+    }
+  return {{"K", kk}, {"inputs", kind}, {"outputs", m * n}, {"outside_contract", outside},
+          {"worst_err_in_2^-24_sum_abs", worst}, {"contract_bound_in_2^-24_sum_abs", g / 0x1p-24}};
+}
+
+/// The contract check on adversarial random products, for K = 64, 1000 and 4096.
+nlohmann::json check_contract_all(cublasHandle_t h) {
+  Draws d;
+  nlohmann::json checks = nlohmann::json::array();
+  double worst_all = 0;
+  bool all_inside = true;
+  for (int kk : {64, 1000, 4096}) {
+    for (const char* kind : {"spread", "cancel"}) {
+      nlohmann::json one = check_contract(h, kk, kind, d);
+      worst_all = std::max(worst_all, one["worst_err_in_2^-24_sum_abs"].get<double>());
+      all_inside = all_inside && one["outside_contract"].get<int>() == 0;
+      checks.push_back(std::move(one));
+    }
+  }
+  return {{"products", "bf16 x bf16, exact in fp32"},
+          {"sum", "gamma_{K+64}(2^-23) * sum|a_i b_i|: any order, truncation or nearest, block alignment"},
+          {"checks", checks},
+          {"worst_err_in_2^-24_sum_abs", worst_all},
+          {"holds", all_inside}};
+}
+
 }  // namespace
 
 nlohmann::json calibrate_mma() {
-  using mpfr = boost::multiprecision::mpfr_float_1000;
   cublasHandle_t h = nullptr;
   cublas_check(cublasCreate(&h), "Create");
   nlohmann::json j;
   try {
-    const int k = 128;
-    // Rounding and block probes.
-    std::vector<std::vector<double>> rows;
-    std::vector<double> r(k, 0.0);
-    r[0] = 1, r[1] = 1.5 * 0x1p-24;
-    rows.push_back(r);
-    for (int t = 1; t <= 64; ++t) {
-      std::vector<double> p(k, 0.0);
-      p[0] = 1;
-      for (int l = 1; l <= t; ++l) p[l] = 0x1p-24;
-      rows.push_back(p);
-    }
-    for (int t : {1, 2, 4, 8, 16, 32, 64, 127}) {
-      std::vector<double> p(k, 0.0);
-      p[0] = 1;
-      for (int l = 1; l <= t; ++l) p[l] = 0x1p-30;
-      rows.push_back(p);
-    }
-    auto c = row_sums(h, rows, k);
-    const double rnd = c[0];
-    j["rounding_probe"] = {{"exact", "1 + 1.5*2^-24"},
-                           {"got_minus_1_in_2^-24", (rnd - 1.0) / 0x1p-24},
-                           {"behaves_like", rnd == 1.0 ? "truncation" : (rnd == 1.0 + 0x1p-23 ? "round-to-nearest" : "other")}};
-    nlohmann::json blk = nlohmann::json::array();
-    int exact_up_to = 0;
-    for (int t = 1; t <= 64; ++t) {
-      const double got = (c[t] - 1.0) / 0x1p-24;
-      blk.push_back(got);
-      if (got == t && exact_up_to == t - 1) exact_up_to = t;
-    }
-    j["block_probe"] = {{"exact", "1 + t*2^-24, t = 1..64"}, {"got_minus_1_in_2^-24", blk}, {"exact_for_t_up_to", exact_up_to}};
-    nlohmann::json al = nlohmann::json::array();
-    int idx = 65;
-    for (int t : {1, 2, 4, 8, 16, 32, 64, 127}) al.push_back({{"t", t}, {"got_minus_1_in_2^-30", (c[idx++] - 1.0) / 0x1p-30}});
-    j["alignment_probe"] = {{"exact", "1 + t*2^-30"}, {"results", al}};
-
-    // Contract check on adversarial random products.
-    const double B = 64;
-    std::mt19937_64 rng(20261122);
-    std::normal_distribution<double> nd(0.0, 1.0);
-    std::uniform_int_distribution<int> ex(-20, 20);
-    nlohmann::json checks = nlohmann::json::array();
-    double worst_all = 0;
-    bool all_inside = true;
-    for (int kk : {64, 1000, 4096}) {
-      for (const char* kind : {"spread", "cancel"}) {
-        const int m = 64, n = 64;
-        std::vector<double> a(static_cast<size_t>(m) * kk), b(static_cast<size_t>(kk) * n);
-        for (auto& v : a) v = round_to(DType::bf16, std::ldexp(nd(rng), ex(rng)));
-        const bool cancel = std::string(kind) == "cancel";
-        for (auto& v : b) v = round_to(DType::bf16, std::ldexp(nd(rng), cancel ? 0 : ex(rng)));
-        if (cancel) {  // products in pairs p, -p (every fourth pair -p/2: a small remainder)
-          for (int i = 0; i < m; ++i)
-            for (int l = 0; l + 1 < kk; l += 2) a[static_cast<size_t>(l + 1) * m + i] = -a[static_cast<size_t>(l) * m + i] * (l % 8 ? 1.0 : 0.5);
-          for (int l = 0; l + 1 < kk; l += 2)
-            for (int jj = 0; jj < n; ++jj) b[static_cast<size_t>(jj) * kk + l + 1] = b[static_cast<size_t>(jj) * kk + l];
-        }
-        auto got = gemm(h, m, n, kk, a, b);
-        const double g = (kk + B) * 0x1p-23 / (1 - (kk + B) * 0x1p-23);
-        double worst = 0;
-        int outside = 0;
-        for (int i = 0; i < m; ++i)
-          for (int jj = 0; jj < n; ++jj) {
-            mpfr s = 0, sa = 0;
-            for (int l = 0; l < kk; ++l) {
-              mpfr p = mpfr(a[static_cast<size_t>(l) * m + i]) * b[static_cast<size_t>(jj) * kk + l];
-              s += p;
-              sa += abs(p);
-            }
-            const double err = abs(mpfr(got[static_cast<size_t>(jj) * m + i]) - s).convert_to<double>();
-            const double abs_sum = sa.convert_to<double>();
-            if (abs_sum > 0) worst = std::max(worst, err / (0x1p-24 * abs_sum));
-            if (!(err <= g * abs_sum * (1 + 0x1p-40))) ++outside;
-          }
-        worst_all = std::max(worst_all, worst);
-        all_inside = all_inside && outside == 0;
-        checks.push_back({{"K", kk}, {"inputs", kind}, {"outputs", m * n}, {"outside_contract", outside},
-                          {"worst_err_in_2^-24_sum_abs", worst}, {"contract_bound_in_2^-24_sum_abs", g / 0x1p-24}});
-      }
-    }
-    j["contract"] = {{"products", "bf16 x bf16, exact in fp32"},
-                     {"sum", "gamma_{K+64}(2^-23) * sum|a_i b_i|: any order, truncation or nearest, block alignment"},
-                     {"checks", checks},
-                     {"worst_err_in_2^-24_sum_abs", worst_all},
-                     {"holds", all_inside}};
+    probe_accumulation(h, j);
+    j["contract"] = check_contract_all(h);
   } catch (...) {
     cublasDestroy(h);
     throw;

@@ -171,9 +171,8 @@ json read_json_file(const std::string& path) {
   }
 }
 
-}  // namespace
-
-int run_mutation(const MutateOptions& o) {
+/// The catalog's mutants of the device that --mutant and --op select.
+std::vector<const MutantDef*> selected_mutants(const MutateOptions& o) {
   std::vector<const MutantDef*> mutants;
   for (auto& m : mutant_catalog()) {
     const bool named = o.mutants.empty() || std::count(o.mutants.begin(), o.mutants.end(), m.name);
@@ -184,67 +183,47 @@ int run_mutation(const MutateOptions& o) {
     if (m.device == o.device && named && in_ops) mutants.push_back(&m);
   }
   for (auto& n : o.mutants) mutant_named(n);  // an unknown name is a usage error
+  return mutants;
+}
+
+/// The op families the mutants belong to (those --op selects), in order of first mention.
+std::vector<std::string> families_of(const std::vector<const MutantDef*>& mutants, const MutateOptions& o) {
   std::vector<std::string> families;
   for (auto* m : mutants)
     for (auto& f : mutant_families(*m))
       if ((o.families.empty() || std::count(o.families.begin(), o.families.end(), f)) &&
           !std::count(families.begin(), families.end(), f))
         families.push_back(f);
-  PoolOptions po = o.pool;
-  po.device = o.device;
-  po.families = families;
-  std::vector<PoolCase> pool = build_pool(po);
-  if (o.list_cases) {
-    for (auto& p : pool) std::cout << p.source << (p.repeat > 1 ? " x" + std::to_string(p.repeat) : "") << "  " << p.c.str() << "\n";
-    return 0;
-  }
-  Common common;
-  common.device = o.device;
-  const RunEnv env = make_env(common);
-  std::cout << "kverify-mutate: " << mutants.size() << " mutants, " << pool.size() << " cases on " << env.device.name
-            << "\n" << std::flush;
+  return families;
+}
 
-  MutationReport rep;
-  rep.device = env.device.to_json();
-  rep.command = o.command;
-  // The baseline: every case must pass without a mutant; a generated case that does not is
-  // dropped (its failure belongs to the fuzz campaigns), a targeted one is an error.
+/// The baseline: every case must pass without a mutant; a generated case that does not is
+/// dropped (its failure belongs to the fuzz campaigns), a targeted one is an error. Fills
+/// cx.baseline and rep's dropped cases; returns the cases kept, and in targeted_failed
+/// whether a targeted case failed.
+std::vector<PoolCase> run_baseline(RunContext& cx, const std::vector<PoolCase>& pool,
+                                   const std::vector<std::string>& families, MutationReport& rep, bool& targeted_failed) {
   std::vector<PoolCase> kept;
-  RunContext cx{env, o, {}, {}};
-  bool targeted_failed = false;
-  {
-    MutantEnv none("");
-    Supervisor sup(worker_args(env), o.timeout_s);
-    for (auto& f : families)
-      for (auto* pc : cases_for(pool, f, nullptr)) {
-        Outcome b = run_one(sup, env, *pc, nullptr);
-        if (b.how.empty()) {
-          kept.push_back(*pc);
-          cx.baseline[pc->c.str()] = std::move(b.line);
-          continue;
-        }
-        rep.dropped.push_back({{"case", pc->c.str()}, {"source", pc->source}, {"how", b.how}, {"detail", b.detail}});
-        std::cout << "baseline " << b.how << " (" << pc->source << ", dropped): " << pc->c.str() << " " << b.detail << "\n";
-        targeted_failed = targeted_failed || pc->source == "targeted";
+  MutantEnv none("");
+  Supervisor sup(worker_args(cx.env), cx.o.timeout_s);
+  for (auto& f : families)
+    for (auto* pc : cases_for(pool, f, nullptr)) {
+      Outcome b = run_one(sup, cx.env, *pc, nullptr);
+      if (b.how.empty()) {
+        kept.push_back(*pc);
+        cx.baseline[pc->c.str()] = std::move(b.line);
+        continue;
       }
-  }
-  for (auto& p : kept) ++rep.pool_counts[p.source];
-
-  for (auto* m : mutants)
-    for (auto& f : mutant_families(*m)) {
-      if (!std::count(families.begin(), families.end(), f)) continue;
-      const auto cs = cases_for(kept, f, m);
-      MutationUnit u = run_unit(cx, *m, f, cs);
-      std::cout << "[" << rep.units.size() + 1 << "] " << m->name << " on " << f << ": "
-                << (u.killed ? "killed (" + u.how + ", case " + std::to_string(u.killed_at) + " of " +
-                                   std::to_string(cs.size()) + ", " + u.source + ")"
-                             : "SURVIVED " + std::to_string(u.cases_run) + " cases")
-                << "\n" << std::flush;
-      rep.units.push_back(std::move(u));
-      write_mutation_report(o.out, rep);  // after each unit: an interrupted run keeps what it found
+      rep.dropped.push_back({{"case", pc->c.str()}, {"source", pc->source}, {"how", b.how}, {"detail", b.detail}});
+      std::cout << "baseline " << b.how << " (" << pc->source << ", dropped): " << pc->c.str() << " " << b.detail << "\n";
+      targeted_failed = targeted_failed || pc->source == "targeted";
     }
-  write_mutation_report(o.out, rep);
-  std::cout << "report: " << (std::filesystem::path(o.out) / "mutation.md").string() << "\n";
+  return kept;
+}
+
+/// Whether exactly the expected mutants survived (--expect-killed: none; --expect-survivors:
+/// those the file records); says which did not on stdout.
+bool survivors_as_expected(const MutateOptions& o, const MutationReport& rep) {
   bool as_expected = true;
   std::set<std::string> documented;
   if (!o.expect_survivors.empty())
@@ -262,6 +241,52 @@ int run_mutation(const MutateOptions& o) {
       as_expected = false;
     }
   }
+  return as_expected;
+}
+
+}  // namespace
+
+int run_mutation(const MutateOptions& o) {
+  const std::vector<const MutantDef*> mutants = selected_mutants(o);
+  const std::vector<std::string> families = families_of(mutants, o);
+  PoolOptions po = o.pool;
+  po.device = o.device;
+  po.families = families;
+  std::vector<PoolCase> pool = build_pool(po);
+  if (o.list_cases) {
+    for (auto& p : pool) std::cout << p.source << (p.repeat > 1 ? " x" + std::to_string(p.repeat) : "") << "  " << p.c.str() << "\n";
+    return 0;
+  }
+  Common common;
+  common.device = o.device;
+  const RunEnv env = make_env(common);
+  std::cout << "kverify-mutate: " << mutants.size() << " mutants, " << pool.size() << " cases on " << env.device.name
+            << "\n" << std::flush;
+
+  MutationReport rep;
+  rep.device = env.device.to_json();
+  rep.command = o.command;
+  RunContext cx{env, o, {}, {}};
+  bool targeted_failed = false;
+  const std::vector<PoolCase> kept = run_baseline(cx, pool, families, rep, targeted_failed);
+  for (auto& p : kept) ++rep.pool_counts[p.source];
+
+  for (auto* m : mutants)
+    for (auto& f : mutant_families(*m)) {
+      if (!std::count(families.begin(), families.end(), f)) continue;
+      const auto cs = cases_for(kept, f, m);
+      MutationUnit u = run_unit(cx, *m, f, cs);
+      std::cout << "[" << rep.units.size() + 1 << "] " << m->name << " on " << f << ": "
+                << (u.killed ? "killed (" + u.how + ", case " + std::to_string(u.killed_at) + " of " +
+                                   std::to_string(cs.size()) + ", " + u.source + ")"
+                             : "SURVIVED " + std::to_string(u.cases_run) + " cases")
+                << "\n" << std::flush;
+      rep.units.push_back(std::move(u));
+      write_mutation_report(o.out, rep);  // after each unit: an interrupted run keeps what it found
+    }
+  write_mutation_report(o.out, rep);
+  std::cout << "report: " << (std::filesystem::path(o.out) / "mutation.md").string() << "\n";
+  const bool as_expected = survivors_as_expected(o, rep);
   return targeted_failed || !as_expected ? 1 : 0;
 }
 

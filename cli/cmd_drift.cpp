@@ -1,37 +1,29 @@
-// Running the drift cases and writing the analysis.
-#include "cli/drift.hpp"
-
+// `kverify drift`: one impl on one input across every valid config, each run --repeat
+// times, optionally again under a forecast device profile; the analysis (check/drift.hpp)
+// in <out>/drift.json and drift.md, held to the impl's determinism claims.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "check/drift.hpp"
 #include "check/results.hpp"
+#include "cli/command.hpp"
 #include "cli/common.hpp"
-#include "run/suite.hpp"
-#include "run/supervisor.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "run/suite.hpp"
+#include "run/supervisor.hpp"
 
 namespace kv {
 
-CLI::App* add_drift_command(CLI::App& app, DriftCommand& d) {
-  auto* c = app.add_subcommand("drift", "one impl on one input across every valid config, repeated, and under a "
-                                        "forecast device profile: which bits change, by how many ulps, against its claims");
-  add_common(c, d.common);
-  c->add_option("--op", d.op, "op, e.g. rms_norm.bwd")->required();
-  c->add_option("--impl", d.impl, "impl")->required();
-  c->add_option("--dtype", d.dtype, "fp32|fp16|bf16 or x:bf16,w:fp32 (default bf16)");
-  c->add_option("--shape", d.shape, "shape (default 64x1536)");
-  c->add_option("--attrs", d.attrs, "op attributes, e.g. mode=gemma");
-  c->add_option("--dist", d.dist, "value distribution (default normal)");
-  c->add_option("--seed", d.seed, "seed (default 1)")->check(seed_check());
-  c->add_option("--repeat", d.repeat, "runs of each config (run-to-run drift; default 2)")->check(CLI::Range(1, 1000));
-  c->add_option("--forecast", d.forecast, "another device profile, e.g. sm_count=108: would the bits change there?");
-  return c;
-}
-
 namespace {
+
+struct DriftArgs : CommandArgs {
+  Common common;
+  std::string op, impl, dtype = "bf16", shape = "64x1536", attrs, dist = "normal", forecast;
+  uint64_t seed = 1;
+  int repeat = 2;
+};
 
 /// Runs cases one by one, moving each case's kept outputs aside under `tag`.
 struct Runner {
@@ -62,7 +54,24 @@ std::vector<std::string> with_outputs(std::vector<std::string> a, const std::str
 
 }  // namespace
 
-int run_drift_command(DriftCommand& d) {
+std::unique_ptr<CommandArgs> setup_drift(CLI::App& sub) {
+  auto p = std::make_unique<DriftArgs>();
+  DriftArgs& d = *p;
+  add_common(&sub, d.common);
+  sub.add_option("--op", d.op, "op, e.g. rms_norm.bwd")->required();
+  sub.add_option("--impl", d.impl, "impl")->required();
+  sub.add_option("--dtype", d.dtype, "fp32|fp16|bf16 or x:bf16,w:fp32 (default bf16)");
+  sub.add_option("--shape", d.shape, "shape (default 64x1536)");
+  sub.add_option("--attrs", d.attrs, "op attributes, e.g. mode=gemma");
+  sub.add_option("--dist", d.dist, "value distribution (default normal)");
+  sub.add_option("--seed", d.seed, "seed (default 1)")->check(seed_check());
+  sub.add_option("--repeat", d.repeat, "runs of each config (run-to-run drift; default 2)")->check(CLI::Range(1, 1000));
+  sub.add_option("--forecast", d.forecast, "another device profile, e.g. sm_count=108: would the bits change there?");
+  return p;
+}
+
+int run_drift(CommandArgs& args, const Argv&) {
+  DriftArgs& d = static_cast<DriftArgs&>(args);
   RunEnv env = make_env(d.common);
   auto ext = load_extensions(d.common, env);
   const Impl& impl = registry().impl(d.op, d.impl);

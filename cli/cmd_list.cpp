@@ -1,0 +1,105 @@
+// `kverify list`: ops, attributes, impls, their knobs and a contract of each (--json:
+// machine-readable), with the plugins and worker given loaded.
+#include <iostream>
+
+#include "cli/command.hpp"
+#include "cli/common.hpp"
+#include "core/registry.hpp"
+
+namespace kv {
+
+namespace {
+
+struct ListArgs : CommandArgs {
+  bool json = false;
+  Common common;
+};
+
+/// Every op with its attributes and its impls (test-only ones left out), each impl with its
+/// knobs and its contract at the op's example shape in bf16.
+nlohmann::json list_json() {
+  const Registry& reg = registry();
+  nlohmann::json j = nlohmann::json::array();
+  for (auto* op : reg.ops()) {
+    nlohmann::json o = {{"op", op->name()}, {"dists", op->dists()}};
+    nlohmann::json attrs = nlohmann::json::array();
+    for (auto& a : op->attrs()) attrs.push_back({{"name", a.name}, {"default", a.def}, {"choices", a.choices}});
+    o["attrs"] = attrs;
+    nlohmann::json impls = nlohmann::json::array();
+    for (auto* im : reg.impls(op->name())) {
+      if (im->test_only()) continue;
+      nlohmann::json knobs = nlohmann::json::object();
+      for (auto& k : im->knobs()) knobs[k.name] = k.values;
+      Case sample;
+      sample.op = op->name();
+      sample.impl = im->name();
+      sample.shape = op->example_shape();
+      sample.dtypes["x"] = DType::bf16;
+      nlohmann::json example = {{"case", ""}};
+      try {  // an external impl may not support the sample case, or not answer
+        reg.normalize(sample);
+        example["case"] = sample.str();
+        example["contract"] = im->contract(sample, host_device().profile).to_json();
+      } catch (const std::exception& e) {
+        example["error"] = e.what();
+      }
+      impls.push_back({{"impl", im->name()}, {"device", im->device()}, {"knobs", knobs}, {"contract_example", example}});
+    }
+    o["impls"] = impls;
+    j.push_back(o);
+  }
+  return j;
+}
+
+/// The listing as text.
+void print_list(const nlohmann::json& j) {
+  for (auto& o : j) {
+    std::cout << o["op"].get<std::string>() << "\n  attrs:";
+    for (auto& a : o["attrs"]) {
+      std::cout << " " << a["name"].get<std::string>();
+      if (!a["choices"].empty()) {
+        std::string ch;
+        for (auto& c : a["choices"]) {
+          if (!ch.empty()) ch += '|';
+          ch += c.get<std::string>();
+        }
+        std::cout << "=" << ch;
+      }
+    }
+    std::cout << "\n";
+    for (auto& im : o["impls"]) {
+      std::cout << "  impl " << im["impl"].get<std::string>() << " (" << im["device"].get<std::string>() << ")\n";
+      for (auto& [k, v] : im["knobs"].items()) {
+        std::string vals;
+        for (auto& x : v) append_sep(vals, "|", x.get<std::string>());
+        std::cout << "    " << k << " = " << vals << "\n";
+      }
+      const auto& ex = im["contract_example"];
+      if (ex.contains("contract"))
+        std::cout << "    contract at " << ex["case"].get<std::string>() << ":\n      " << ex["contract"].dump() << "\n";
+      else
+        std::cout << "    contract: " << ex["error"].get<std::string>() << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<CommandArgs> setup_list(CLI::App& sub) {
+  auto a = std::make_unique<ListArgs>();
+  sub.add_flag("--json", a->json, "machine-readable output");
+  add_extension_options(&sub, a->common.ext);
+  return a;
+}
+
+int run_list(CommandArgs& args, const Argv&) {
+  ListArgs& a = static_cast<ListArgs&>(args);
+  RunEnv env = make_env(a.common);
+  auto ext = load_extensions(a.common, env);
+  const nlohmann::json j = list_json();
+  if (a.json) std::cout << j.dump(2) << "\n";
+  else print_list(j);
+  return ext->failures().empty() ? 0 : 1;
+}
+
+}  // namespace kv
