@@ -1,5 +1,5 @@
-// RMSNorm's reference and enclosure in one pass, fast. The results are those of
-// rms_fwd_into / rms_bwd_into over DualPolicy, bit for bit: every element goes through
+// RMSNorm's reference and enclosure in one pass, fast. The results are those of the
+// generic pass (ops/rms_norm.cpp's compute over DualPolicy), bit for bit: every element goes through
 // the same Enc operations in the same order, only cheaper:
 // - FastDualPolicy's acc() and mand() (reference/dual_fast.hpp), and fmul, which takes
 //   the exact product of two exact values before operator* computes a radius it discards;
@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -28,6 +29,13 @@
 #include "reference/rms_norm.hpp"
 
 namespace kv {
+
+/// Exact input values (low-precision inputs are exact in double), x and dy read a row at
+/// a time (large tensors are never expanded to doubles whole).
+struct RmsSource {
+  std::function<void(int64_t, double*)> x_row, dy_row;
+  std::vector<double> w, rstd;
+};
 
 /// One output tensor's buffers: the reference value and its error bound, the enclosure
 /// under the contract and its unverifiable and NaN-admissible flags (put_ref / put_enc of
@@ -397,7 +405,7 @@ inline bool rms_fast_applies(const RmsParams& q) {
   return q.x == DType::f32 || q.x == DType::f16 || q.x == DType::bf16;
 }
 
-/// rms_fwd_into(DualPolicy{&k}, q, d, true, sink) with y and rstd put into y and rstd.
+/// The generic forward pass over DualPolicy{&k}, y and rstd put into y and rstd.
 inline void rms_fwd_fast(const Contract& k, const RmsParams& q, const RmsSource& d, const RmsOut& y,
                          const RmsOut& rstd, RmsLanes lanes = RmsLanes::best) {
   const FastDualPolicy p(&k);
@@ -405,7 +413,7 @@ inline void rms_fwd_fast(const Contract& k, const RmsParams& q, const RmsSource&
                      [&]<DType X, bool L, DType A>() { rms_fast::fwd_all<X, L, A>(p, q, d, y, rstd, lanes); });
 }
 
-/// rms_bwd_into(DualPolicy{&k}, q, d, true, sink) with dx and dW put into dx and dw.
+/// The generic backward pass over DualPolicy{&k}, dx and dW put into dx and dw.
 inline void rms_bwd_fast(const Contract& k, const RmsParams& q, const RmsSource& d, const RmsOut& dx,
                          const RmsOut& dw, RmsLanes lanes = RmsLanes::best) {
   const FastDualPolicy p(&k);
