@@ -140,11 +140,13 @@ class RmsNormOp : public PolicyOp<RmsNormOp> {
     size_enclosures(outputs(c), out);
     fast(c, ts, k, q, bufs(ref, out, 0), bufs(ref, out, 1));
   }
-  /// dW alone (the streamed runner's whole pass): the backward pass without dx's buffers.
+  /// The fast pass for some outputs: dW alone (the streamed runner's whole pass) without
+  /// dx's buffers; otherwise all of them, the others dropped (OpBinding's way).
   void evaluate_only(const Case& c, const TensorSet& ts, const Contract& k, const std::set<std::string>& want,
                      RefResult& ref, std::vector<OutputEnclosure>& out) const override {
     const RmsParams q = rms_params(c);
-    if (!bwd_ || want.count("dx") || !rms_fast_applies(q)) return PolicyOp::evaluate_only(c, ts, k, want, ref, out);
+    if (!rms_fast_applies(q)) return PolicyOp::evaluate_only(c, ts, k, want, ref, out);
+    if (!bwd_ || want.count("dx")) return OpBinding::evaluate_only(c, ts, k, want, ref, out);
     const std::vector<char> keep = wanted(outputs(c), want);
     size_ref(outputs(c), ref, keep);
     size_enclosures(outputs(c), out, keep);

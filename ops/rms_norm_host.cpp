@@ -77,8 +77,9 @@ std::vector<Threshold> rms_host_thresholds(const Case& c, const DeviceProfile& p
   std::vector<Threshold> t = {
       row_threshold(c, {lanes, 2 * lanes}, std::to_string(lanes) + " lanes holding one term each, then two")};
   if (bwd && partials(c, p) > 1)
-    t.push_back(rows_threshold(c, {partials(c, p), 2 * partials(c, p)},
-                               "dW partials (" + c.config_or("dw", "fixed_partials") + ") holding one row each, then two"));
+    t.push_back(
+        rows_threshold(c, {partials(c, p), 2 * partials(c, p)},
+                       "dW partials (" + c.config_or("dw", "fixed_partials") + ") holding one row each, then two"));
   return t;
 }
 
@@ -105,7 +106,8 @@ void rms_host_fwd(const Case& c, const OpInputs& in, const HostPolicy& p, const 
   const double* x = in["x"].data();
   const std::vector<double> w = rms_wprime(p, q, in["w"].data());
   par_rows(q.rows, true, [&](int64_t r) {
-    const std::vector<int64_t> idx = ascending(c) ? std::vector<int64_t>{} : order(c, n, static_cast<uint64_t>(row0 + r));
+    const std::vector<int64_t> idx =
+        ascending(c) ? std::vector<int64_t>{} : order(c, n, static_cast<uint64_t>(row0 + r));
     std::vector<double> xb, wb, y(static_cast<size_t>(n));
     const double *xr = in_order(x + r * n, idx, xb), *wr = in_order(w.data(), idx, wb);
     const double rstd = rms_rstd_row(p, q, xr);

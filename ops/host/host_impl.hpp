@@ -199,4 +199,3 @@ void add_op_with_host_impl(Registry& r, std::initializer_list<bool> dirs = {fals
 }
 
 }  // namespace kv
-

@@ -9,7 +9,8 @@ void register_rope_faults(kv::Registry& r) {
   for (const char* op : {"rope.fwd", "rope.bwd"})
     add_host_faults(r, op, {false, true, true},
                     {{"wrong_layout", tweak_other_layout()},
-                     {"sin_negated", [](kv::Case&, kv::OpInputs& in) {
+                     {"sin_negated",
+                      [](kv::Case&, kv::OpInputs& in) {
                         for (auto& n : kv::table_names_all())
                           if (n.rfind("sin", 0) == 0 && in.has(n))
                             for (auto& v : in.mut(n)) v = -v;

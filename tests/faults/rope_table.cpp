@@ -6,7 +6,8 @@ namespace kvtest {
 void register_rope_table_faults(kv::Registry& r) {
   add_host_faults(r, "rope_table.fwd", {false, false, true},  // no sums, no accumulator operations
                   {{"wrong_layout", tweak_other_layout()},
-                   {"positions_off_by_one", [](kv::Case&, kv::OpInputs& in) {
+                   {"positions_off_by_one",
+                    [](kv::Case&, kv::OpInputs& in) {
                       for (auto& v : in.mut("positions")) v += 1;
                     }},
                    {"inv_freq_to_bf16", tweak_round_input("inv_freq", kv::DType::bf16)}});

@@ -7,7 +7,8 @@ namespace kvtest {
 
 void register_softmax_faults(kv::Registry& r) {
   add_host_faults(r, "softmax.fwd", {},
-                  {{"scale_logits", [](kv::Case&, kv::OpInputs& in) {
+                  {{"scale_logits",
+                    [](kv::Case&, kv::OpInputs& in) {
                       for (auto& v : in.mut("x")) v *= 1.0625;
                     }},
                    {"x_to_bf16", tweak_round_input("x", kv::DType::bf16)}});
