@@ -201,7 +201,7 @@ TEST(RmsReference, RefineReplacesLooseElementsWithCertifiedMpfiValues) {
 }
 
 // The fast one-pass reference and enclosure (reference/rms_norm_fast.hpp, what
-// RmsNormBinding::evaluate runs) against the generic pass over DualPolicy and against
+// RmsNormOp::evaluate runs) against the generic pass over DualPolicy and against
 // MPFR-256: across dtypes, modes, offsets, eps, value distributions (zeros, non-finite
 // values, subnormal-range values), row lengths that leave a tail after the vector lanes,
 // and contracts (flush to zero, directed rounding, an accumulator other than fp32, one
