@@ -1,6 +1,5 @@
 // Registration of the built-in ops and impls.
 #include "core/registry.hpp"
-#include "ops/rms_norm_host.hpp"
 #include "ops/cross_entropy.hpp"
 #include "ops/flce.hpp"
 #include "ops/glu.hpp"
@@ -28,7 +27,6 @@ void register_builtin() {
   done = true;
   Registry& r = registry();
   register_rms_norm_ops(r);
-  register_host_rms_norm(r);
   register_glu_ops(r);
   register_softmax_ops(r);
   register_layer_norm_ops(r);

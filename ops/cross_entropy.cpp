@@ -124,20 +124,4 @@ void register_cross_entropy_ops(Registry& r) {
   add_op_with_host_impl<CrossEntropyOp>(r);
 }
 
-void register_cross_entropy_faults(Registry& r) {
-  // Attributes silently ignored (the commonest CE bug class) and an off-by-one target.
-  for (bool bwd : {false, true})
-    add_host_faults<CrossEntropyOp>(
-        r, bwd, {true, true, bwd},  // fwd's loss is fp32
-        {{"ignore_index_ignored", [](Case& c, OpInputs&) { c.attrs["ignore_index"] = "-999999"; }},
-         {"no_label_smoothing", [](Case& c, OpInputs&) { c.attrs["label_smoothing"] = hex_float(0.0); }},
-         {"no_softcap", [](Case& c, OpInputs&) { c.attrs["softcap"] = hex_float(0.0); }},
-         {"no_z_loss", [](Case& c, OpInputs&) { c.attrs["z_loss"] = hex_float(0.0); }},
-         {"target_off_by_one", [](Case& c, OpInputs& in) {
-            const int64_t v = c.shape.back(), ign = std::stoll(c.attr("ignore_index"));
-            for (auto& t : in.mut("target"))
-              if (static_cast<int64_t>(t) != ign) t = static_cast<double>((static_cast<int64_t>(t) + 1) % v);
-          }}});
-}
-
 }  // namespace kv

@@ -1,8 +1,7 @@
-// Registration of cross_entropy (ops and host impls), and its planted-fault impls.
+// Registration of cross_entropy (ops and host impls).
 #pragma once
 #include "core/registry.hpp"
 
 namespace kv {
 void register_cross_entropy_ops(Registry& r);
-void register_cross_entropy_faults(Registry& r);
 }  // namespace kv

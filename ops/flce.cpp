@@ -240,19 +240,4 @@ void register_flce_ops(Registry& r) {
   add_op_with_host_impl<FlceOp>(r);
 }
 
-void register_flce_faults(Registry& r) {
-  for (bool bwd : {false, true}) {
-    std::vector<std::pair<std::string, InputTweak>> faults = {
-        {"bias_ignored", [](Case& c, OpInputs& in) {
-           if (in.has("bias"))
-             for (auto& v : in.mut("bias")) v = 0;
-         }},
-        {"ignore_index_ignored", [](Case& c, OpInputs&) { c.attrs["ignore_index"] = "-999999"; }},
-        {"weight_to_bf16", tweak_round_input("weight", DType::bf16)}};
-    // The products take G unrounded where grad_rounding=x_dtype mandates x's dtype.
-    if (bwd) faults.push_back({"grad_not_rounded", [](Case& c, OpInputs&) { c.attrs["grad_rounding"] = "fp32"; }});
-    add_host_faults<FlceOp>(r, bwd, {true, true, bwd}, faults);  // fwd's loss is fp32
-  }
-}
-
 }  // namespace kv

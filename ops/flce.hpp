@@ -1,4 +1,4 @@
-// Registration of fused_linear_cross_entropy (ops and host impls), and its planted faults.
+// Registration of fused_linear_cross_entropy (ops and host impls).
 #pragma once
 #include "core/registry.hpp"
 #include "reference/flce.hpp"
@@ -7,5 +7,4 @@ namespace kv {
 /// The case's geometry: BT x H x V, bias, and G's mandated rounding (grad_rounding).
 FlceGeom flce_geom(const Case& c);
 void register_flce_ops(Registry& r);
-void register_flce_faults(Registry& r);
 }  // namespace kv

@@ -71,28 +71,11 @@ class GluOp : public PolicyOp<GluOp<Geglu>> {
   bool bwd_;
 };
 
-template <bool G>
-void add_faults(Registry& r, bool bwd) {
-  add_host_faults<GluOp<G>>(r, bwd, {false, true, true},
-                            {{"swap_ab", [](Case&, OpInputs& in) { std::swap(in.mut("a"), in.mut("b")); }},
-                             {"negate_a", [](Case&, OpInputs& in) {
-                                for (auto& v : in.mut("a")) v = -v;
-                              }},
-                             {"a_to_bf16", tweak_round_input("a", DType::bf16)}});
-}
-
 }  // namespace
 
 void register_glu_ops(Registry& r) {
   add_op_with_host_impl<GluOp<false>>(r);
   add_op_with_host_impl<GluOp<true>>(r);
-}
-
-void register_glu_faults(Registry& r) {
-  for (bool bwd : {false, true}) {
-    add_faults<false>(r, bwd);
-    add_faults<true>(r, bwd);
-  }
 }
 
 }  // namespace kv

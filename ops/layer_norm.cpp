@@ -124,15 +124,4 @@ void register_layer_norm_ops(Registry& r) {
   add_op_with_host_impl<LayerNormOp>(r);
 }
 
-void register_layer_norm_faults(Registry& r) {
-  auto no_eps = [](Case& c, OpInputs&) { c.attrs["eps"] = hex_float(0.0); };
-  add_host_faults<LayerNormOp>(r, false, {},
-                               {{"no_eps", no_eps}, {"w_reversed", tweak_reverse_input("w")}});
-  add_host_faults<LayerNormOp>(r, true, {},
-                               {{"mean_ignored", [](Case&, OpInputs& in) {
-                                  for (auto& v : in.mut("mean")) v = 0;
-                                }},
-                                {"w_reversed", tweak_reverse_input("w")}});
-}
-
 }  // namespace kv

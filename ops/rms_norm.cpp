@@ -1,35 +1,37 @@
-// The rms_norm binding: tensors, attributes, generator and reference of rms_norm.fwd
-// and rms_norm.bwd, tying reference/rms_norm.hpp to the registry.
+// rms_norm bindings. fwd: x, w -> y, rstd; bwd: dy, x, w, rstd -> dx, dw. One definition
+// (reference/rms_norm.hpp) gives the reference, the enclosure and the host impl
+// (ops/rms_norm_host.cpp); the enclosure has a fast one-pass form (reference/rms_norm_fast.hpp).
 #include "ops/rms_norm.hpp"
 
-#include <tbb/parallel_for.h>
-
-#include <algorithm>
-#include <set>
-
-#include "core/error.hpp"
-#include "core/inputs.hpp"
-#include "ops/op_base.hpp"
-#include "reference/policy.hpp"
+#include "ops/host/host_impl.hpp"
+#include "ops/rms_norm_host.hpp"
+#include "ops/row_op.hpp"
 #include "reference/rms_norm.hpp"
 #include "reference/rms_norm_fast.hpp"
 
 namespace kv {
 
-namespace {
+static_assert(kRmsDwChunkRows == kColChunk, "the fast pass merges dW's chunks as column_sums does");
 
-RmsMode parse_mode(const std::string& m) {
-  if (m == "llama") return RmsMode::llama;
-  if (m == "gemma") return RmsMode::gemma;
-  if (m == "none") return RmsMode::none;
-  throw UsageError("unknown rms_norm mode '" + m + "' (llama, gemma, none)");
+RmsParams rms_params(const Case& c) {
+  RmsParams q;
+  const std::string m = c.attr("mode");
+  q.mode = m == "none" ? RmsMode::none : m == "gemma" ? RmsMode::gemma : RmsMode::llama;
+  q.eps = c.attr_real("eps");
+  q.offset = c.attr_real("offset");
+  q.m_round_x = c.attrs.count("m_rounding") && c.attr("m_rounding") == "x_dtype";
+  q.x = c.dtypes.at("x");
+  q.n = last_dim(c);
+  q.rows = row_count(c);
+  return q;
 }
 
-class RmsNormBinding : public OpBinding {
- public:
-  explicit RmsNormBinding(bool bwd) : bwd_(bwd) {}
-  std::string name() const override { return bwd_ ? "rms_norm.bwd" : "rms_norm.fwd"; }
+namespace {
 
+class RmsNormOp : public PolicyOp<RmsNormOp> {
+ public:
+  explicit RmsNormOp(bool bwd) : bwd_(bwd) {}
+  std::string name() const override { return bwd_ ? "rms_norm.bwd" : "rms_norm.fwd"; }
   std::vector<AttrSpec> attrs() const override {
     std::vector<AttrSpec> a = {{"mode", false, "llama", {"llama", "gemma", "none"}},
                                {"eps", true, hex_float(1e-6), {}},
@@ -37,247 +39,136 @@ class RmsNormBinding : public OpBinding {
     if (bwd_) a.push_back({"m_rounding", false, "fp32", {"fp32", "x_dtype"}});
     return a;
   }
-  std::vector<std::string> dists() const override { return known_dists(); }
-
   void normalize(Case& c) const override {
-    check_shape_nonneg(c);
+    // dW's dtype follows w's (the rules below would give it x's).
+    if (bwd_ && c.dtypes.count("w") && !c.dtypes.count("dw")) c.dtypes["dw"] = c.dtypes.at("w");
+    PolicyOp::normalize(c);
+  }
+  void check(Case& c) const {
     if (c.shape.back() == 0) throw UsageError("rms_norm needs a positive hidden size N (the last dimension)");
-    normalize_attrs(name(), attrs(), c);
     if (c.attr_real("offset") < 0) throw UsageError("attribute offset must be finite and >= 0");
     // eps = 0 would put 0 * inf (IEEE's NaN) in an all-zero row; see layer_norm.
     if (!(c.attr_real("eps") > 0))
       throw UsageError("attribute eps must be > 0 (with eps = 0 an all-zero row divides by zero)");
-    check_dist(c, known_dists());
-    RmsMode mode = parse_mode(c.attrs["mode"]);
-    std::vector<std::string> names = bwd_ ? std::vector<std::string>{"dy", "x", "w", "rstd", "dx", "dw"}
-                                          : std::vector<std::string>{"x", "w", "y", "rstd"};
-    for (auto& [k, v] : c.dtypes)
-      if (std::find(names.begin(), names.end(), k) == names.end())
-        throw UsageError("rms_norm has no tensor '" + k + "'");
-    if (!c.dtypes.count("x")) c.dtypes["x"] = DType::f32;
-    DType x = c.dtypes["x"];
-    if (!c.dtypes.count("w")) c.dtypes["w"] = x;
-    DType stat = mode == RmsMode::none ? x : DType::f32;
-    if (c.dtypes.count("rstd") && c.dtypes["rstd"] != stat)
-      throw UsageError("rstd is " + std::string(dtype_name(stat)) + " in mode " + c.attrs["mode"]);
-    c.dtypes["rstd"] = stat;
-    if (bwd_) {
-      if (!c.dtypes.count("dy")) c.dtypes["dy"] = x;
-      if (!c.dtypes.count("dx")) c.dtypes["dx"] = x;
-      if (!c.dtypes.count("dw")) c.dtypes["dw"] = c.dtypes["w"];
-    } else if (!c.dtypes.count("y")) {
-      c.dtypes["y"] = x;
-    }
-    check_layouts(c, tensors(c));
+    const DType stat = stat_dtype(c);
+    if (c.dtypes.at("rstd") != stat)
+      throw UsageError("rstd is " + std::string(dtype_name(stat)) + " in mode " + c.attr("mode"));
   }
-
-  /// Each row's y, rstd and dx come from that row of x (and dy) with w; dW sums over rows.
-  bool row_local(const Case&, const std::string& out) const override { return out != "dw"; }
-  std::map<std::string, int> slice_dims(const Case& c) const override {
-    if (c.shape.size() < 2) return {};
-    return bwd_ ? dim0_slices({"dy", "x", "rstd", "dx"}) : dim0_slices({"x", "y", "rstd"});
+  /// rstd is fp32, or x's dtype in mode none (a user-given other dtype is refused by check).
+  std::vector<std::pair<std::string, char>> dtype_rules(const Case& c) const {
+    const char s = c.attr("mode") == "none" ? 'x' : 'f';
+    if (bwd_) return {{"dy", 'x'}, {"x", 'x'}, {"w", 'x'}, {"rstd", s}, {"dx", 'x'}, {"dw", 'x'}};
+    return {{"x", 'x'}, {"w", 'x'}, {"y", 'x'}, {"rstd", s}};
   }
-
   std::vector<TensorSpec> tensors(const Case& c) const override {
-    std::vector<int64_t> rows_shape = c.shape;  // every dimension but the last
-    rows_shape.pop_back();
-    if (rows_shape.empty()) rows_shape = {1};
-    std::vector<int64_t> wshape = {c.shape.back()};
-    auto dt = [&](const char* n) { return c.dtypes.at(n); };
+    std::vector<int64_t> wshape = {c.shape.back()}, rshape = rows_shape(c);
+    auto t = [&](const char* n, const std::vector<int64_t>& s, Role r) { return TensorSpec{n, s, c.dtypes.at(n), r}; };
     if (bwd_)
-      return {{"dy", c.shape, dt("dy"), Role::input},   {"x", c.shape, dt("x"), Role::input},
-              {"w", wshape, dt("w"), Role::input},      {"rstd", rows_shape, dt("rstd"), Role::input},
-              {"dx", c.shape, dt("dx"), Role::output},  {"dw", wshape, dt("dw"), Role::output}};
-    return {{"x", c.shape, dt("x"), Role::input},
-            {"w", wshape, dt("w"), Role::input},
-            {"y", c.shape, dt("y"), Role::output},
-            {"rstd", rows_shape, dt("rstd"), Role::output}};
+      return {t("dy", c.shape, Role::input), t("x", c.shape, Role::input),    t("w", wshape, Role::input),
+              t("rstd", rshape, Role::input), t("dx", c.shape, Role::output), t("dw", wshape, Role::output)};
+    return {t("x", c.shape, Role::input), t("w", wshape, Role::input), t("y", c.shape, Role::output),
+            t("rstd", rshape, Role::output)};
   }
-
   void generate(const Case& c, TensorSet& ts) const override {
-    double offset = c.attr_real("offset");
-    auto x = ts.view("x");
+    auto x = ts.view("x"), w = ts.view("w");
     fill_tensor(x, c.dist, c.seed, 0.0, 1.0);
     // Weights near 1 after the offset is added, as trained RMSNorm weights are.
-    auto w = ts.view("w");
-    fill_tensor(w, "normal", c.seed, 1.0 - offset, 0.25);
+    fill_tensor(w, "normal", c.seed, 1.0 - c.attr_real("offset"), 0.25);
     if (!bwd_) return;
     auto dy = ts.view("dy");
     fill_tensor(dy, "normal", c.seed, 0.0, 1.0);
     // rstd as the forward pass saves it: the defined rstd rounded to its dtype.
-    RmsParams q = params(c);
+    const RmsParams q = rms_params(c);
     auto rs = ts.view("rstd");
-    EncPolicy p;
-    tbb::parallel_for(int64_t(0), q.rows, [&](int64_t r) {
+    par_rows(q.rows, true, [&](int64_t r) {
       std::vector<double> row(static_cast<size_t>(q.n));
-      for (int64_t j = 0; j < q.n; ++j) row[j] = x.get(r * q.n + j);
-      rs.store(r, rms_rstd_row(p, q, row.data()).m);
+      x.read(r * q.n, q.n, row.data());
+      rs.store(r, rms_rstd_row(EncPolicy{}, q, row.data()).m);
     });
   }
-
-  RefResult reference(const Case& c, const TensorSet& ts) const override {
-    // No contract: an enclosure of the exact defined value; its radius bounds the error.
-    RefResult res = make_ref(outputs(c));
-    Sink sink{[&](int o, int64_t i, const Enc& e) { put_ref(res.outputs[o], i, e); }};
-    run(c, ts, EncPolicy{}, sink, true);
-    return res;
+  int64_t rows(const Case& c) const { return row_count(c); }
+  int64_t row_of(const Case& c, int o, int64_t i) const {
+    if (o == 0) return i / last_dim(c);  // y, dx
+    return bwd_ ? -1 : i;                // dw: every row; rstd: its own
+  }
+  /// y, rstd and dx per row (w shared); dW sums over rows.
+  bool output_row_local(const Case&, int o) const { return !bwd_ || o == 0; }
+  std::map<std::string, int> slice_dims(const Case& c) const override {
+    if (c.shape.size() < 2) return {};
+    return bwd_ ? dim0_slices({"dy", "x", "rstd", "dx"}) : dim0_slices({"x", "y", "rstd"});
+  }
+  std::vector<AxisLen> axes(const Case& c) const {
+    if (bwd_) return {{"row", last_dim(c)}, {"rows", row_count(c), true}};
+    return {{"row", last_dim(c)}};
   }
 
-  void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
-                std::vector<OutputEnclosure>& out) const override {
-    size_ref(outputs(c), ref);
-    size_enclosures(outputs(c), out);
-    const RmsParams q = params(c);
-    if (rms_fast_applies(q)) {
-      // The generic DualPolicy pass's results, bit for bit (reference/rms_norm_fast.hpp).
-      auto bufs = [&](int o) {
-        return RmsOut{ref.outputs[o].v.data(), ref.outputs[o].err.data(), out[o].lo.data(), out[o].hi.data(),
-                      out[o].unverifiable.data(), out[o].may_nan.data()};
-      };
-      const RmsSource d = source(ts, bwd_);
-      if (bwd_) rms_bwd_fast(k, q, d, bufs(0), bufs(1));
-      else rms_fwd_fast(k, q, d, bufs(0), bufs(1));
+  template <class P, class S>
+  void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
+    using T = typename P::T;
+    const RmsParams q = rms_params(c);
+    const double* x = in["x"].data();
+    const auto wp = rms_wprime(p, q, in["w"].data());
+    if (!bwd_) {
+      par_rows(q.rows, parallel, [&](int64_t r) {
+        if (!rs.has(r)) return;
+        std::vector<T> y(static_cast<size_t>(q.n));
+        T rstd;
+        rms_fwd_row(p, q, x + r * q.n, wp.data(), y.data(), rstd);
+        for (int64_t j = 0; j < q.n; ++j) sink(0, r * q.n + j, y[j]);
+        sink(1, r, rstd);
+      });
       return;
     }
-    Sink sink{[&](int o, int64_t i, const Dual& e) {
-      put_ref(ref.outputs[o], i, e.ref);
-      put_enc(out[o], i, e.con);
-    }};
-    run(c, ts, DualPolicy{&k}, sink, true);
+    const double *dy = in["dy"].data(), *rstd = in["rstd"].data();
+    column_sums(
+        p, q.rows, q.n, 1, rs, parallel, "rows",
+        [&](int64_t r, auto* sums) {
+          std::vector<T> dx(static_cast<size_t>(q.n));
+          rms_bwd_row(p, q, dy + r * q.n, x + r * q.n, wp.data(), rstd[r], dx.data(),
+                      [&](int64_t j, const T& t) { sums[j].add(t); });
+          for (int64_t j = 0; j < q.n; ++j) sink(0, r * q.n + j, dx[j]);
+        },
+        [&](int, int64_t j, const T& v) { sink(1, j, v); });
   }
 
-  /// dW alone (the streamed runner's whole pass): the backward pass without dx's buffers.
+  /// The generic pass's results, bit for bit, from the fast one (reference/rms_norm_fast.hpp).
+  void evaluate(const Case& c, const TensorSet& ts, const Contract& k, RefResult& ref,
+                std::vector<OutputEnclosure>& out) const override {
+    const RmsParams q = rms_params(c);
+    if (!rms_fast_applies(q)) return PolicyOp::evaluate(c, ts, k, ref, out);
+    size_ref(outputs(c), ref);
+    size_enclosures(outputs(c), out);
+    fast(c, ts, k, q, bufs(ref, out, 0), bufs(ref, out, 1));
+  }
+  /// The fast pass for some outputs: dW alone (the streamed runner's whole pass) without
+  /// dx's buffers; otherwise all of them, the others dropped (OpBinding's way).
   void evaluate_only(const Case& c, const TensorSet& ts, const Contract& k, const std::set<std::string>& want,
                      RefResult& ref, std::vector<OutputEnclosure>& out) const override {
+    const RmsParams q = rms_params(c);
+    if (!rms_fast_applies(q)) return PolicyOp::evaluate_only(c, ts, k, want, ref, out);
     if (!bwd_ || want.count("dx")) return OpBinding::evaluate_only(c, ts, k, want, ref, out);
     const std::vector<char> keep = wanted(outputs(c), want);
     size_ref(outputs(c), ref, keep);
     size_enclosures(outputs(c), out, keep);
-    if (!keep[1]) return;
-    const RmsParams q = params(c);
-    if (rms_fast_applies(q)) {
-      const RmsOut none{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-      rms_bwd_fast(k, q, source(ts, true), none,
-                   RmsOut{ref.outputs[1].v.data(), ref.outputs[1].err.data(), out[1].lo.data(), out[1].hi.data(),
-                          out[1].unverifiable.data(), out[1].may_nan.data()});
-      return;
-    }
-    Sink sink{[&](int o, int64_t i, const Dual& e) {
-      if (o != 1) return;
-      put_ref(ref.outputs[o], i, e.ref);
-      put_enc(out[o], i, e.con);
-    }};
-    run(c, ts, DualPolicy{&k}, sink, true);
-  }
-
-  void refine(const Case& c, const TensorSet& ts, RefResult& ref,
-              const std::map<std::string, std::vector<int64_t>>& misses) const override {
-    // Rows whose elements missed the target are recomputed at two MPFR precisions; the
-    // result is "agreed" where they agree. dW depends on every row, so a dW miss
-    // recomputes the whole backward pass (bounded: small tensors only).
-    RmsParams q = params(c);
-    RmsSource d = source(ts, bwd_);
-    std::set<int64_t> rows;
-    bool all = false;
-    for (auto& [name_, idx] : misses) {
-      if (name_ == "dw" && !idx.empty()) all = true;
-      for (int64_t i : idx) rows.insert(name_ == "rstd" ? i : i / q.n);
-    }
-    if (all) {
-      if (q.rows * q.n > kRefineAllMaxElements) return;
-      rows.clear();
-      for (int64_t r = 0; r < q.rows; ++r) rows.insert(r);
-    }
-    if (rows.empty()) return;
-    const unsigned p1 = 128, p2 = 256;
-    auto run_rows = [&](unsigned prec) {
-      set_mpfr_bits(prec);
-      ValuePolicy<mpfr_float> p;
-      std::map<std::string, std::vector<mpfr_float>> o;
-      const auto wp = rms_wprime(p, q, d.w.data());
-      std::vector<double> x(static_cast<size_t>(q.n)), dy(static_cast<size_t>(q.n));
-      if (!bwd_) {
-        o["y"].resize(static_cast<size_t>(q.rows * q.n));
-        o["rstd"].resize(static_cast<size_t>(q.rows));
-        for (int64_t r : rows) {
-          d.x_row(r, x.data());
-          rms_fwd_row(p, q, x.data(), wp.data(), o["y"].data() + r * q.n, o["rstd"][r]);
-        }
-      } else {
-        o["dx"].resize(static_cast<size_t>(q.rows * q.n));
-        std::vector<ValuePolicy<mpfr_float>::Sum> dw(static_cast<size_t>(q.n));
-        for (int64_t r : rows) {
-          d.x_row(r, x.data());
-          d.dy_row(r, dy.data());
-          rms_bwd_row(p, q, dy.data(), x.data(), wp.data(), d.rstd[r], o["dx"].data() + r * q.n, dw.data());
-        }
-        if (all)
-          for (auto& s : dw) o["dw"].push_back(s.s);
-      }
-      return o;
-    };
-    auto lo = run_rows(p1), hi = run_rows(p2);
-    auto update = [&](const std::string& name_, int64_t i) {
-      OutputRef& o = ref.at(name_);
-      double h, l;
-      split_hi_lo(hi[name_][i], h, l);
-      mpfr_float diff = abs(hi[name_][i] - lo[name_][i]);
-      o.v[i] = h;
-      o.err[i] = enc_detail::rup(diff.convert_to<double>() + std::fabs(l));
-    };
-    for (int64_t r : rows) {
-      for (const char* n : {"y", "dx"})
-        if (hi.count(n))
-          for (int64_t j = 0; j < q.n; ++j) update(n, r * q.n + j);
-      if (hi.count("rstd")) update("rstd", r);
-    }
-    if (hi.count("dw") && !hi["dw"].empty())
-      for (int64_t j = 0; j < q.n; ++j) update("dw", j);
-    ref.method += "+agreed:mpfr-128/256(" + std::to_string(rows.size()) + " rows)";
-  }
-
-  void enclose(const Case& c, const TensorSet& ts, const Contract& k,
-               std::vector<OutputEnclosure>& out) const override {
-    size_enclosures(outputs(c), out);
-    Sink sink{[&](int o, int64_t i, const Enc& e) { put_enc(out[o], i, e); }};
-    run(c, ts, EncPolicy{&k}, sink, true);
+    if (keep[1]) fast(c, ts, k, q, RmsOut{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}, bufs(ref, out, 1));
   }
 
  private:
   bool bwd_;
 
-  /// Output 0 is y (fwd) or dx (bwd), output 1 rstd or dw.
-  template <class Put>
-  struct Sink {
-    Put put;
-    template <class V>
-    void y(int64_t i, const V& e) { put(0, i, e); }
-    template <class V>
-    void rstd(int64_t i, const V& e) { put(1, i, e); }
-    template <class V>
-    void dx(int64_t i, const V& e) { put(0, i, e); }
-    template <class V>
-    void dw(int64_t i, const V& e) { put(1, i, e); }
-  };
-  template <class Put>
-  Sink(Put) -> Sink<Put>;
-
-  std::vector<TensorSpec> outputs(const Case& c) const { return output_specs(tensors(c)); }
-
-  static RmsParams params(const Case& c) {
-    RmsParams q;
-    q.mode = parse_mode(c.attr("mode"));
-    q.eps = c.attr_real("eps");
-    q.offset = c.attr_real("offset");
-    q.m_round_x = c.attrs.count("m_rounding") && c.attr("m_rounding") == "x_dtype";
-    q.x = c.dtypes.at("x");
-    q.n = c.shape.back();
-    q.rows = numel(c.shape) / q.n;
-    return q;
+  static DType stat_dtype(const Case& c) { return c.attr("mode") == "none" ? c.dtypes.at("x") : DType::f32; }
+  static RmsOut bufs(RefResult& ref, std::vector<OutputEnclosure>& out, int o) {
+    return RmsOut{ref.outputs[o].v.data(), ref.outputs[o].err.data(), out[o].lo.data(),
+                  out[o].hi.data(),        out[o].unverifiable.data(), out[o].may_nan.data()};
   }
-
+  void fast(const Case& c, const TensorSet& ts, const Contract& k, const RmsParams& q, const RmsOut& o0,
+            const RmsOut& o1) const {
+    const RmsSource d = source(ts);
+    if (bwd_) rms_bwd_fast(k, q, d, o0, o1);
+    else rms_fwd_fast(k, q, d, o0, o1);
+  }
   /// Inputs as exact values, x and dy read a row at a time from the tensors.
-  static RmsSource source(const TensorSet& ts, bool with_bwd) {
+  RmsSource source(const TensorSet& ts) const {
     RmsSource d;
     auto x = ts.view("x");
     const int64_t n = x.desc.shape.back();
@@ -288,28 +179,51 @@ class RmsNormBinding : public OpBinding {
       v.read(0, v.desc.numel(), out.data());
     };
     read("w", d.w);
-    if (with_bwd) {
+    if (bwd_) {
       auto dy = ts.view("dy");
       d.dy_row = [dy, n](int64_t r, double* out) { dy.read(r * n, n, out); };
       read("rstd", d.rstd);
     }
     return d;
   }
+};
 
-  template <class P, class S>
-  void run(const Case& c, const TensorSet& ts, const P& p, S& sink, bool parallel) const {
-    RmsParams q = params(c);
-    RmsSource d = source(ts, bwd_);
-    if (bwd_) rms_bwd_into(p, q, d, parallel, sink);
-    else rms_fwd_into(p, q, d, parallel, sink);
+/// The host impl: HostImpl's driver with the host RMSNorm's knobs, contract and blocking.
+class RmsHost : public HostImpl<RmsNormOp> {
+ public:
+  using HostImpl::HostImpl;
+  /// The shared host driver's sources and the host RMSNorm's own (ops/rms_norm_host.*).
+  std::string version() const override {
+    return std::string(KV_IMPL_VERSION_HOST_OPS) + KV_IMPL_VERSION_HOST_RMS_NORM;
+  }
+  std::vector<ConfigKnob> knobs() const override { return rms_host_knobs(bwd_); }
+  Contract contract(const Case& c, const DeviceProfile& p) const override { return rms_host_contract(c, p, bwd_); }
+  std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const override {
+    return rms_host_workspaces(c, p, bwd_);
+  }
+  std::vector<Threshold> thresholds(const Case& c, const DeviceProfile& p) const override {
+    return rms_host_thresholds(c, p, bwd_);
+  }
+  std::unique_ptr<Impl> with_fault(std::string name, HostFault f) const override {
+    return std::make_unique<RmsHost>(bwd_, std::move(name), std::move(f), true);
+  }
+
+ protected:
+  HostPolicy policy(const Case& c) const override { return rms_host_policy(c); }
+  void compute(const Case& c, const OpInputs& in, const HostPolicy& p, const HostSink& sink,
+               const HostRun& run) const override {
+    if (bwd_) rms_host_bwd(c, in, p, sink, run);
+    else rms_host_fwd(c, in, p, sink, run);
   }
 };
 
 }  // namespace
 
 void register_rms_norm_ops(Registry& r) {
-  r.add(std::make_unique<RmsNormBinding>(false));
-  r.add(std::make_unique<RmsNormBinding>(true));
+  for (bool bwd : {false, true}) {
+    r.add(std::make_unique<RmsNormOp>(bwd));
+    r.add(std::make_unique<RmsHost>(bwd));
+  }
 }
 
 }  // namespace kv

@@ -1,31 +1,29 @@
-// Host RMSNorm impls: fp32 accumulation (x's dtype in mode none) with a blocking that
-// mimics a CUDA block: 32*num_warps lanes each summing a serial run, then a tree.
+// The host RMSNorm: the definition's rows (reference/rms_norm.hpp) over the host policy,
+// with a blocking that mimics a CUDA block (32*num_warps lanes each summing a serial run
+// from 0, then a __shfl_down tree) in the element order the `order` knob picks, and dW as
+// per-program fp32 partials (the `dw` knob) summed serially. It accumulates in fp32 (x's
+// dtype in mode none); dW accumulates in fp32 in every mode. HostImpl (ops/host/) runs it.
 #pragma once
-#include <memory>
+#include <vector>
 
-#include "core/registry.hpp"
+#include "ops/host/host_impl.hpp"
+#include "ops/rms_norm.hpp"
 
 namespace kv {
 
-/// Planted bugs for the sensitivity tests (none in the registered production impl).
-enum class RmsBug {
-  none,
-  bf16_accumulation,   // the sum of squares accumulated in bf16
-  drop_last_square,    // the last element of a row left out of the sum of squares
-  eps_outside_sqrt,    // 1/(sqrt(ms) + eps)
-  divide_by_n_minus_1, // mean over N-1
-  gemma_for_llama,     // no intermediate rounding of x*rstd in llama mode
-  drop_last_dw_row,    // the last row left out of dW
-  truncate_to_bf16,    // outputs rounded to bf16 by truncation
-  write_nan,           // one output element written as NaN
-  leave_unwritten,     // one output element never written
-  write_past_end,      // one element written one past the end of the output
-  drop_tail,           // rows longer than a block (32*num_warps lanes) lose their last N % lanes
-                       // squares: a block-strided main loop whose tail loop went missing
-                       // (shorter rows take a correct one-pass path), so only some N fail
-};
+/// The host impl's knobs, contract, workspaces and dispatch thresholds (Impl's).
+std::vector<ConfigKnob> rms_host_knobs(bool bwd);
+Contract rms_host_contract(const Case& c, const DeviceProfile& p, bool bwd);
+std::vector<WorkspaceReq> rms_host_workspaces(const Case& c, const DeviceProfile& p, bool bwd);
+std::vector<Threshold> rms_host_thresholds(const Case& c, const DeviceProfile& p, bool bwd);
 
-std::unique_ptr<Impl> make_host_rms_norm(bool bwd, RmsBug bug = RmsBug::none, std::string name = "host");
-void register_host_rms_norm(Registry& r);
+/// Its arithmetic: the __shfl_down tree, rsqrt as 1.0f / sqrtf(x), the compute dtype.
+HostPolicy rms_host_policy(const Case& c);
+/// The case's parameters as the host takes them: offset as an fp32 argument, as kernels do.
+RmsParams rms_host_params(const Case& c);
+
+/// The forward and backward passes (HostImpl::compute).
+void rms_host_fwd(const Case& c, const OpInputs& in, const HostPolicy& p, const HostSink& sink, const HostRun& run);
+void rms_host_bwd(const Case& c, const OpInputs& in, const HostPolicy& p, const HostSink& sink, const HostRun& run);
 
 }  // namespace kv

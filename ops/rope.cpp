@@ -171,22 +171,4 @@ void register_rope_ops(Registry& r) {
   add_op_with_host_impl<RopeOp>(r);
 }
 
-void register_rope_faults(Registry& r) {
-  // Layout confusion, the wrong rotation direction, and (3d) transposed height/width.
-  for (bool bwd : {false, true})
-    add_host_faults<RopeOp>(
-        r, bwd, {false, true, true},
-        {{"wrong_layout", tweak_other_layout()},
-         {"sin_negated", [](Case& c, OpInputs& in) {
-            for (auto& n : table_names_all())
-              if (n.rfind("sin", 0) == 0 && in.has(n))
-                for (auto& v : in.mut(n)) v = -v;
-          }},
-         {"grid_hw_swapped", [](Case& c, OpInputs& in) {
-            if (!in.has("grid")) return;
-            auto& g = in.mut("grid");
-            for (size_t b = 0; b + 2 < g.size(); b += 3) std::swap(g[b + 1], g[b + 2]);
-          }}});
-}
-
 }  // namespace kv

@@ -80,14 +80,4 @@ void register_rope_table_ops(Registry& r) {
   add_op_with_host_impl<RopeTableOp>(r, {false});  // no backward
 }
 
-void register_rope_table_faults(Registry& r) {
-  add_host_faults<RopeTableOp>(
-      r, false, {false, false, true},  // no sums, no accumulator operations
-      {{"wrong_layout", tweak_other_layout()},
-       {"positions_off_by_one", [](Case&, OpInputs& in) {
-          for (auto& v : in.mut("positions")) v += 1;
-        }},
-       {"inv_freq_to_bf16", tweak_round_input("inv_freq", DType::bf16)}});
-}
-
 }  // namespace kv

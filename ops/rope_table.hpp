@@ -1,8 +1,7 @@
-// Registration of rope_table (op and host impl), and its planted-fault impls.
+// Registration of rope_table (op and host impl).
 #pragma once
 #include "core/registry.hpp"
 
 namespace kv {
 void register_rope_table_ops(Registry& r);
-void register_rope_table_faults(Registry& r);
 }  // namespace kv

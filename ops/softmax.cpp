@@ -83,17 +83,4 @@ void register_softmax_ops(Registry& r) {
   add_op_with_host_impl<SoftmaxOp>(r);
 }
 
-void register_softmax_faults(Registry& r) {
-  // fwd: logits scaled by 17/16, fp32 logits read as bf16; bwd: dy and y swapped, dy read
-  // as bf16 (plus the shared faults: bf16 accumulation, truncation, a dropped term).
-  add_host_faults<SoftmaxOp>(r, false, {},
-                             {{"scale_logits", [](Case&, OpInputs& in) {
-                                 for (auto& v : in.mut("x")) v *= 1.0625;
-                               }},
-                              {"x_to_bf16", tweak_round_input("x", DType::bf16)}});
-  add_host_faults<SoftmaxOp>(r, true, {},
-                             {{"swap_dy_y", [](Case&, OpInputs& in) { std::swap(in.mut("dy"), in.mut("y")); }},
-                              {"dy_to_bf16", tweak_round_input("dy", DType::bf16)}});
-}
-
 }  // namespace kv

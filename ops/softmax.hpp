@@ -1,8 +1,7 @@
-// Registration of softmax (ops and host impls), and its planted-fault impls.
+// Registration of softmax (ops and host impls).
 #pragma once
 #include "core/registry.hpp"
 
 namespace kv {
 void register_softmax_ops(Registry& r);
-void register_softmax_faults(Registry& r);
 }  // namespace kv

@@ -1,4 +1,4 @@
-// Representative cases of every op beyond rms_norm (small enough for MPFR-256), and a
+// Representative cases of every op (small enough for MPFR-256), and a
 // RapidCheck generator of random valid cases per op, shared by the reference, soundness
 // and sensitivity tests.
 #pragma once
@@ -28,6 +28,11 @@ inline kv::Case op_case(const std::string& op, std::vector<int64_t> shape, const
 /// Ops and, per op, cases covering its attributes.
 inline std::vector<kv::Case> representative_cases() {
   std::vector<kv::Case> v;
+  for (const char* d : {"fp32", "bf16", "fp16"})
+    for (const char* mode : {"llama", "gemma", "none"}) {
+      v.push_back(op_case("rms_norm.fwd", {3, 77}, d, {{"mode", mode}}, "normal"));
+      v.push_back(op_case("rms_norm.bwd", {3, 77}, d, {{"mode", mode}, {"m_rounding", "x_dtype"}, {"offset", "1"}}, "wide"));
+    }
   for (const char* d : {"fp32", "bf16"})
     for (const char* op : {"swiglu.fwd", "swiglu.bwd", "geglu.fwd", "geglu.bwd", "softmax.fwd", "softmax.bwd"})
       for (const char* dist : {"normal", "large", "wide"}) v.push_back(op_case(op, {3, 77}, d, {}, dist));

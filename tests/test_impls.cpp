@@ -2,13 +2,7 @@
 #include "test_impls.hpp"
 
 #include "core/device.hpp"
-#include "ops/cross_entropy.hpp"
-#include "ops/flce.hpp"
-#include "ops/glu.hpp"
-#include "ops/layer_norm.hpp"
-#include "ops/rope.hpp"
-#include "ops/rope_table.hpp"
-#include "ops/softmax.hpp"
+#include "faults/faults.hpp"
 
 #include <cfenv>
 #include <cmath>
@@ -21,11 +15,16 @@ namespace kvtest {
 
 namespace {
 
+/// A copy of the registered host impl of rms_norm's forward or backward.
+std::unique_ptr<kv::Impl> host_rms_norm(bool bwd) {
+  return faultable_host(kv::registry(), bwd ? "rms_norm.bwd" : "rms_norm.fwd").with_fault("host", {});
+}
+
 /// Wraps the host impl's knobs and contract but misbehaves when run.
 class Misbehaving : public kv::Impl {
  public:
   enum Kind { crash, hang };
-  Misbehaving(Kind k) : kind_(k), base_(kv::make_host_rms_norm(false)) {}
+  Misbehaving(Kind k) : kind_(k), base_(host_rms_norm(false)) {}
   std::string op() const override { return "rms_norm.fwd"; }
   std::string name() const override { return kind_ == crash ? "test.crash" : "test.hang"; }
   std::string device() const override { return "host"; }
@@ -49,7 +48,7 @@ class Misbehaving : public kv::Impl {
 /// canary damage), never a pass.
 class OutOfBounds : public kv::Impl {
  public:
-  OutOfBounds(std::string name, int64_t at) : name_(std::move(name)), at_(at), base_(kv::make_host_rms_norm(false)) {}
+  OutOfBounds(std::string name, int64_t at) : name_(std::move(name)), at_(at), base_(host_rms_norm(false)) {}
   std::string op() const override { return "rms_norm.fwd"; }
   std::string name() const override { return name_; }
   std::string device() const override { return "host"; }
@@ -74,7 +73,7 @@ class OutOfBounds : public kv::Impl {
 /// The host impl run under upward rounding, declaring u = 2^(1-p) for its accumulator.
 class Upward : public kv::Impl {
  public:
-  explicit Upward(bool bwd) : base_(kv::make_host_rms_norm(bwd)) {}
+  explicit Upward(bool bwd) : base_(host_rms_norm(bwd)) {}
   std::string op() const override { return base_->op(); }
   std::string name() const override { return "host.upward"; }
   std::string device() const override { return "host"; }
@@ -108,7 +107,7 @@ class Upward : public kv::Impl {
 class ClaimBreaker : public kv::Impl {
  public:
   enum Breaks { none, run_to_run, config_invariant, gpu_invariant, batch_invariant };
-  explicit ClaimBreaker(Breaks b) : breaks_(b), base_(kv::make_host_rms_norm(false)) {}
+  explicit ClaimBreaker(Breaks b) : breaks_(b), base_(host_rms_norm(false)) {}
   std::string op() const override { return "rms_norm.fwd"; }
   std::string name() const override {
     static const char* names[] = {"test.claims_kept", "test.breaks_run_to_run", "test.breaks_config_invariant",
@@ -165,7 +164,7 @@ class ClaimBreaker : public kv::Impl {
 /// another way (fuzz/failure_class.hpp).
 class TwoBugs : public kv::Impl {
  public:
-  TwoBugs() : base_(kv::make_host_rms_norm(false)) {}
+  TwoBugs() : base_(host_rms_norm(false)) {}
   std::string op() const override { return "rms_norm.fwd"; }
   std::string name() const override { return "test.two_bugs"; }
   std::string device() const override { return "host"; }
@@ -199,7 +198,7 @@ class TwoBugs : public kv::Impl {
 /// programs of two per SM (one row each).
 class CudaLikeThresholds : public kv::Impl {
  public:
-  CudaLikeThresholds() : base_(kv::make_host_rms_norm(true)) {}
+  CudaLikeThresholds() : base_(host_rms_norm(true)) {}
   std::string op() const override { return "rms_norm.bwd"; }
   std::string name() const override { return "test.thresholds"; }
   std::string device() const override { return "host"; }
@@ -221,32 +220,14 @@ class CudaLikeThresholds : public kv::Impl {
   std::unique_ptr<kv::Impl> base_;
 };
 
-/// An op's host impl under a test name: every answer the host impl's, run() included.
-class HostWrapper : public kv::Impl {
- public:
-  explicit HostWrapper(const kv::Impl& base) : base_(base) {}
-  std::string op() const override { return base_.op(); }
-  std::string device() const override { return "host"; }
-  std::string version() const override { return "test"; }
-  bool test_only() const override { return true; }
-  std::vector<kv::ConfigKnob> knobs() const override { return base_.knobs(); }
-  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override { return base_.contract(c, p); }
-  std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
-    return base_.workspaces(c, p);
-  }
-  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override { base_.run(ts, c, p); }
-
- protected:
-  /// NaN over element i of the first output that has more than i elements.
-  static void plant_nan(kv::TensorSet& ts, int64_t i) {
-    for (auto& s : ts.slots)
-      if (s.role == kv::Role::output && s.desc.numel() > i) {
-        s.view().store(i, std::numeric_limits<double>::quiet_NaN());
-        return;
-      }
-  }
-  const kv::Impl& base_;
-};
+/// NaN over element i of the first output that has more than i elements.
+void plant_nan(kv::TensorSet& ts, int64_t i) {
+  for (auto& s : ts.slots)
+    if (s.role == kv::Role::output && s.desc.numel() > i) {
+      s.view().store(i, std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+}
 
 /// An op's host impl with NaN written over the first element of its first output: it
 /// must fail wherever that element's bound is finite and admits no NaN, and is admitted
@@ -281,23 +262,6 @@ class ContractFromEnv : public HostWrapper {
 
 }  // namespace
 
-const std::vector<PlantedBug>& planted_bugs() {
-  using kv::RmsBug;
-  static const std::vector<PlantedBug> b = {
-      {RmsBug::bf16_accumulation, "bf16_accumulation", false},
-      {RmsBug::drop_last_square, "drop_last_square", false},
-      {RmsBug::eps_outside_sqrt, "eps_outside_sqrt", false},
-      {RmsBug::divide_by_n_minus_1, "divide_by_n_minus_1", false},
-      {RmsBug::gemma_for_llama, "gemma_for_llama", false},
-      {RmsBug::drop_last_dw_row, "drop_last_dw_row", true},
-      {RmsBug::truncate_to_bf16, "truncate_to_bf16", false},
-      {RmsBug::write_nan, "write_nan", false},
-      {RmsBug::leave_unwritten, "leave_unwritten", false},
-      {RmsBug::write_past_end, "write_past_end", false},
-  };
-  return b;
-}
-
 const std::vector<std::pair<std::string, int64_t>>& out_of_bounds_writes() {
   static const std::vector<std::pair<std::string, int64_t>> w = {
       {"test.oob.after_1elem", 0},    {"test.oob.after_256", 256},     {"test.oob.after_1200", 1200},
@@ -311,18 +275,7 @@ void register_test_impls() {
   if (done) return;
   done = true;
   auto& r = kv::registry();
-  for (auto& b : planted_bugs()) r.add(kv::make_host_rms_norm(b.bwd, b.bug, "host.bug." + b.name));
-  // Not among planted_bugs(): it shows only at some N (of the sensitivity test's N, 123 is
-  // shorter than a block of the default num_warps and 1536, 4096, 16384 are whole blocks);
-  // the fuzz tests find it.
-  r.add(kv::make_host_rms_norm(false, kv::RmsBug::drop_tail, "host.bug.drop_tail"));
-  kv::register_glu_faults(r);
-  kv::register_softmax_faults(r);
-  kv::register_layer_norm_faults(r);
-  kv::register_cross_entropy_faults(r);
-  kv::register_rope_faults(r);
-  kv::register_rope_table_faults(r);
-  kv::register_flce_faults(r);
+  register_faults(r);
   r.add(std::make_unique<Upward>(false));
   r.add(std::make_unique<Upward>(true));
   for (auto b : {ClaimBreaker::none, ClaimBreaker::run_to_run, ClaimBreaker::config_invariant,

@@ -1,4 +1,4 @@
-// Test-only impls: the planted RMSNorm bugs (named host.bug.<name>), impls that crash or
+// Test-only impls: every op's planted faults (host.bug.<name>, tests/faults/), impls that crash or
 // hang inside the worker, impls that each break one determinism claim (test.breaks_<claim>,
 // test.batch_dependent; test.claims_kept keeps them all), one with two bugs at two row
 // lengths (test.two_bugs), and impls that write outside an output (test.oob.<where>).
@@ -8,17 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "ops/rms_norm_host.hpp"
+#include "faults/rms_norm.hpp"
 
 namespace kvtest {
 
-struct PlantedBug {
-  kv::RmsBug bug;
-  std::string name;
-  bool bwd;  // the op it is planted in
-};
-
-const std::vector<PlantedBug>& planted_bugs();
 /// The out-of-bounds test impls: name, and where they write (bytes past the end of y, or
 /// before its start when negative).
 const std::vector<std::pair<std::string, int64_t>>& out_of_bounds_writes();

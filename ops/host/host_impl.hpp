@@ -1,8 +1,9 @@
 // The host implementation of an op: its definition run over HostPolicy (fp32 accumulation,
 // a block-shaped sum of `32 * num_warps` lanes), outputs rounded once to their dtypes.
-// Test-only variants carry planted faults: policy faults (bf16 accumulation, a dropped
-// last term), truncation instead of rounding on store, or an op-specific fault that the
-// op applies to its case or inputs before computing.
+// An op whose host impl has knobs of its own (rms_norm: the sum order, dW's programs)
+// overrides the policy, the computation and the Impl answers. A host impl can host a
+// planted fault (HostFault: policy faults, truncation on store, a change to the case or
+// inputs before computing); the faults themselves are the tests' (tests/faults/).
 #pragma once
 #include <algorithm>
 #include <functional>
@@ -47,11 +48,39 @@ inline std::vector<Threshold> host_thresholds(const std::vector<AxisLen>& axes, 
   return t;
 }
 
+/// A planted fault a host impl can carry (test-only impls: FaultableHost::with_fault).
 struct HostFault {
   HostFaults policy;
   bool truncate = false;  // outputs stored by truncation instead of RNE
   /// Op-specific: changes the case or the inputs before the computation.
   std::function<void(Case&, OpInputs&)> tweak;
+};
+
+/// What a host computation may need beside its inputs: the case's tensors (workspaces),
+/// the device profile, and the first dim-0 index of the block of the case it computes
+/// (HostImpl::run cuts large row-local cases into blocks).
+struct HostRun {
+  TensorSet& ts;
+  const DeviceProfile& profile;
+  int64_t dim0_begin = 0;
+};
+
+/// Where a host computation's values go: sink(out, i, v) stores v in output `out` (in the
+/// op's tensors() order) at element i, rounded to its dtype (truncated under a fault).
+struct HostSink {
+  std::vector<TensorView>* outs;
+  bool truncate = false;
+  void operator()(int o, int64_t i, double v) const {
+    TensorView& t = (*outs)[static_cast<size_t>(o)];
+    t.store(i, truncate ? round_toward_zero(t.desc.dtype, v) : v);
+  }
+};
+
+/// A host impl that can carry a planted fault.
+class FaultableHost : public Impl {
+ public:
+  /// The same impl under `name`, test-only, with `fault` planted.
+  virtual std::unique_ptr<Impl> with_fault(std::string name, HostFault fault) const = 0;
 };
 
 /// The host contract for an op's axes under `lanes` lanes.
@@ -72,10 +101,10 @@ inline Contract host_contract(const std::vector<AxisLen>& axes, int64_t lanes) {
 }
 
 template <class D>
-class HostImpl : public Impl {
+class HostImpl : public FaultableHost {
  public:
   HostImpl(bool bwd, std::string name = "host", HostFault fault = {}, bool test_only = false)
-      : op_(bwd), name_(std::move(name)), fault_(std::move(fault)), test_only_(test_only) {}
+      : bwd_(bwd), op_(bwd), name_(std::move(name)), fault_(std::move(fault)), test_only_(test_only) {}
   std::string op() const override { return op_.name(); }
   std::string name() const override { return name_; }
   std::string device() const override { return "host"; }
@@ -114,29 +143,43 @@ class HostImpl : public Impl {
       else per_index += bytes / static_cast<double>(std::max<int64_t>(extent, 1));
     }
     const int64_t block = all_sliced ? rows_per_block(per_index, shared, row_block_bytes(), extent) : extent;
-    if (block >= extent) return run_rows(ts, c);
+    if (block >= extent) return run_rows(ts, c, p, 0);
     for (int64_t b = 0; b < extent; b += block) {
       CaseSlice s = slice_rows(op_, c, ts, dims, b, std::min(extent, b + block));
-      run_rows(s.ts, s.c);
+      run_rows(s.ts, s.c, p, b);
     }
   }
 
+  std::unique_ptr<Impl> with_fault(std::string name, HostFault fault) const override {
+    return std::make_unique<HostImpl<D>>(bwd_, std::move(name), std::move(fault), true);
+  }
+
+ protected:
+  /// The arithmetic: fp32 accumulation over 32 * num_warps lanes.
+  virtual HostPolicy policy(const Case& c) const {
+    HostPolicy hp;
+    hp.lanes = 32 * c.config_int("num_warps", 4);
+    return hp;
+  }
+  /// The op's definition over that arithmetic, every output element handed to sink.
+  virtual void compute(const Case& c, const OpInputs& in, const HostPolicy& p, const HostSink& sink,
+                       const HostRun&) const {
+    op_.compute(c, in, p, sink, RowSet{}, true);
+  }
+
+  bool bwd_;
+
  private:
-  void run_rows(TensorSet& ts, const Case& c0) const {
+  void run_rows(TensorSet& ts, const Case& c0, const DeviceProfile& p, int64_t dim0_begin) const {
     Case c = c0;
     OpInputs in = OpInputs::read(op_.tensors(c), ts);
     if (fault_.tweak) fault_.tweak(c, in);
     std::vector<TensorView> outs;
     for (auto& t : op_.tensors(c))
       if (t.role == Role::output) outs.push_back(ts.view(t.name));
-    HostPolicy hp;
-    hp.lanes = 32 * c.config_int("num_warps", 4);
+    HostPolicy hp = policy(c);
     hp.faults = fault_.policy;
-    auto sink = [&](int o, int64_t i, double v) {
-      TensorView& t = outs[static_cast<size_t>(o)];
-      t.store(i, fault_.truncate ? round_toward_zero(t.desc.dtype, v) : v);
-    };
-    op_.compute(c, in, hp, sink, RowSet{}, true);
+    compute(c, in, hp, HostSink{&outs, fault_.truncate}, HostRun{ts, p, dim0_begin});
   }
 
   D op_;
@@ -153,57 +196,6 @@ void add_op_with_host_impl(Registry& r, std::initializer_list<bool> dirs = {fals
     r.add(std::make_unique<D>(bwd));
     r.add(std::make_unique<HostImpl<D>>(bwd));
   }
-}
-
-}  // namespace kv
-
-namespace kv {
-
-using InputTweak = std::function<void(Case&, OpInputs&)>;
-
-/// Shared planted-fault tweaks: an input read through another dtype (a wrong conversion),
-/// an input reversed, and the other rope layout.
-inline InputTweak tweak_round_input(std::string name, DType d) {
-  return [name, d](Case&, OpInputs& in) {
-    for (auto& v : in.mut(name)) v = round_to(d, v);
-  };
-}
-inline InputTweak tweak_reverse_input(std::string name) {
-  return [name](Case&, OpInputs& in) {
-    auto& v = in.mut(name);
-    std::reverse(v.begin(), v.end());
-  };
-}
-inline InputTweak tweak_other_layout() {
-  return [](Case& c, OpInputs&) { c.attrs["layout"] = c.attr("layout") == "interleaved" ? "rotate_half" : "interleaved"; };
-}
-
-/// Which shared faults can change an op's results (the others would be equivalent mutants).
-struct FaultScope {
-  bool sums = true;      // the op sums (drop_last_term)
-  bool acc = true;       // the op has accumulator operations (bf16_accumulation)
-  bool lowp_out = true;  // some output is low precision by default (truncate)
-};
-
-/// Registers test-only host impls `host.bug.<fault>` of Op: bf16 accumulation, truncation
-/// on store, a dropped last term where the op sums, and the op's own input/case tweaks.
-template <class Op>
-void add_host_faults(Registry& r, bool bwd, FaultScope scope, std::vector<std::pair<std::string, InputTweak>> tweaks) {
-  auto add = [&](const std::string& n, HostFault f) {
-    r.add(std::make_unique<HostImpl<Op>>(bwd, "host.bug." + n, std::move(f), true));
-  };
-  HostFault acc;
-  acc.policy.bf16_accumulation = true;
-  if (scope.acc) add("bf16_accumulation", acc);
-  HostFault trunc;
-  trunc.truncate = true;
-  if (scope.lowp_out) add("truncate", trunc);
-  if (scope.sums) {
-    HostFault drop;
-    drop.policy.drop_last_term = true;
-    add("drop_last_term", drop);
-  }
-  for (auto& [n, t] : tweaks) add(n, HostFault{{}, false, t});
 }
 
 }  // namespace kv

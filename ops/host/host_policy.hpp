@@ -5,7 +5,9 @@
 // since 53 >= 2*24 + 2). Math functions are evaluated in double and rounded to fp32, which
 // errs by at most 0.5 fp32 ulp plus glibc's few double ulps (declared as 1 fp32 ulp).
 // Sums follow a block's shape: term i goes to lane i % lanes (serial there), then the
-// lanes are combined by a pairwise tree, as a CUDA block of `lanes` threads does.
+// lanes are combined by a tree, as a CUDA block of `lanes` threads does. fp32 results are
+// rounded by a cast: the same RNE, but one that follows the FPU's rounding mode (tests run
+// a host impl under fesetround).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -25,18 +27,29 @@ struct HostFaults {
 struct HostPolicy {
   using T = double;
   static constexpr bool kEnclosure = false;
+  /// How a sum's lanes start and combine: pairwise (a lane starts at its first term; lane
+  /// i takes lane i + w for w = 1, 2, 4, ...) or as a CUDA block's __shfl_down tree (a
+  /// lane starts at +0; lane i takes lane i + w/2 for w from the lane count's power of two
+  /// down to 2).
+  enum class Tree { pairwise, shfl_down };
   DType acc_dt = DType::f32;
   int64_t lanes = 128;
+  Tree tree = Tree::pairwise;
+  bool rsqrt_two_roundings = false;  // rsqrt as 1.0f / sqrtf(x) instead of one rounding
   HostFaults faults;
 
   T c(double v) const { return v; }
   T acc(T x) const {
     if (KV_MUTANT(pol_acc_rz)) return round_toward_zero(acc_dt, x);
-    return round_to(faults.bf16_accumulation ? DType::bf16 : acc_dt, x);
+    if (faults.bf16_accumulation) return round_to(DType::bf16, x);
+    return acc_dt == DType::f32 ? static_cast<float>(x) : round_to(acc_dt, x);
   }
   T mand(T x, DType d) const { return round_to(d, x); }
   T fn(double v) const { return round_to(DType::f32, v); }
-  T rsqrt(T x) const { return fn(1.0 / std::sqrt(x)); }
+  T rsqrt(T x) const {
+    if (rsqrt_two_roundings) return static_cast<float>(1.0 / static_cast<float>(std::sqrt(x)));
+    return fn(1.0 / std::sqrt(x));
+  }
   T exp(T x) const { return KV_MUTANT(pol_exp_bf16) ? round_to(DType::bf16, std::exp(x)) : fn(std::exp(x)); }
   T log(T x) const { return fn(std::log(x)); }
   T tanh(T x) const { return fn(std::tanh(x)); }
@@ -57,7 +70,7 @@ struct HostPolicy {
     bool holding = false;
     void put(double t) {
       const size_t l = static_cast<size_t>(n % p->lanes);
-      if (l == lane.size()) lane.push_back(t);
+      if (l == lane.size()) lane.push_back(p->tree == Tree::shfl_down ? p->acc(0.0 + t) : t);
       else lane[l] = p->acc(lane[l] + t);
       ++n;
     }
@@ -66,9 +79,17 @@ struct HostPolicy {
       if (holding) put(held);
       held = t, holding = true;
     }
-    /// Combines the lanes by a pairwise tree.
+    /// Combines the lanes by the tree.
     double total() const {
       std::vector<double> l = lane;
+      if (p->tree == Tree::shfl_down) {
+        size_t w = 1;
+        while (w < l.size()) w *= 2;
+        for (; w > 1; w /= 2)
+          for (size_t i = 0; i < w / 2; ++i)
+            if (i + w / 2 < l.size() - KV_MUTANT(rms_h_tree_last_lane)) l[i] = p->acc(l[i] + l[i + w / 2]);
+        return l.empty() ? 0.0 : l[0];
+      }
       for (size_t w = 1; w < l.size(); w *= 2)
         for (size_t i = 0; i + w < l.size() - KV_MUTANT(pol_tree_last_lane); i += 2 * w) l[i] = p->acc(l[i] + l[i + w]);
       return l.empty() ? 0.0 : l[0];

@@ -1,4 +1,4 @@
-// The references of every op beyond rms_norm against a 256-bit MPFR instance of the same
+// The references of every op against a 256-bit MPFR instance of the same
 // definition: the double-enclosure reference's value lies within its stated error of
 // MPFR's; MPFI intervals contain MPFR's value; double-double and double agree with it to
 // their precision; the MPFR value lies inside the enclosure under a host contract; and
