@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "core/mutant.hpp"
 #include "kernels/rms_norm/contract.hpp"
-#include "kv_build_info.hpp"
+#include "core/impl_version.hpp"
 
 namespace kv {
 
@@ -31,7 +31,7 @@ class HostRmsNorm : public Impl {
   std::string op() const override { return bwd_ ? "rms_norm.bwd" : "rms_norm.fwd"; }
   std::string name() const override { return name_; }
   std::string device() const override { return "host"; }
-  std::string version() const override { return KV_IMPL_VERSION_HOST_RMS_NORM; }
+  std::string version() const override { return impl_version("host"); }
   bool test_only() const override { return bug_ != RmsBug::none; }
 
   std::vector<ConfigKnob> knobs() const override {
