@@ -97,6 +97,7 @@ set(keys "")
 set(shared "")
 set(targets "")
 foreach(obj ${OBJS})
+  cmake_path(NORMAL_PATH obj)  # $<TARGET_OBJECTS> gives <target>.dir/./<source>.o
   if(NOT obj MATCHES "/CMakeFiles/[^/]+\\.dir/(.+)\\.o$")
     message(FATAL_ERROR "impl versions: cannot tell the source of object ${obj}")
   endif()
