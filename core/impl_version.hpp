@@ -12,10 +12,10 @@
 namespace kv {
 
 struct ImplVersionEntry {
-  const char* key;                      // host, cuda_<op>
-  const char* version;                  // 16 hex digits
-  std::span<const char* const> units;   // its translation units' sources, relative to the source tree
-  std::span<const char* const> files;   // every file hashed (units and what they include), sorted
+  const char* key;                     // host, cuda_<op>
+  const char* version;                 // 16 hex digits
+  std::span<const char* const> units;  // its translation units' sources, relative to the source tree
+  std::span<const char* const> files;  // every file hashed (units and what they include), sorted
 };
 
 /// The build's table, sorted by key (generated).

@@ -3,6 +3,7 @@
 // file changes exactly the versions of the impls that list it. The generator's hash mode
 // reruns over a temporary copy of the listed files.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,8 +14,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "core/error.hpp"
 #include "core/impl_version.hpp"
@@ -120,7 +119,8 @@ TEST(ImplVersions, HostTableListsTheHostLoopsAndWhatTheyInclude) {
         EXPECT_EQ(im->version(), host.version) << op->name();
         ++host_impls;
       }
-      if (im->device() == "host" || im->device() == "cuda") EXPECT_TRUE(versions.count(im->version())) << op->name() << " " << im->name();
+      if (im->device() == "host" || im->device() == "cuda")
+        EXPECT_TRUE(versions.count(im->version())) << op->name() << " " << im->name();
     }
   EXPECT_GE(host_impls, 10);
   EXPECT_THROW(kv::impl_version("no_such_impl"), kv::HarnessError);
