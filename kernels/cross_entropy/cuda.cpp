@@ -3,9 +3,9 @@
 #include "kernels/cross_entropy/cuda.hpp"
 
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cross_entropy/cuda_plan.hpp"
 #include "kernels/cuda_row_impl.hpp"
-#include "core/impl_version.hpp"
 
 namespace kv {
 

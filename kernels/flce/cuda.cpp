@@ -11,13 +11,13 @@
 
 #include "device/cuda_check.hpp"
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cross_entropy/cuda_plan.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/cuda_row_impl.hpp"
 #include "kernels/flce/cuda_gemm.hpp"
 #include "kernels/flce/cuda_launch.hpp"
 #include "kernels/rms_norm/contract.hpp"
-#include "core/impl_version.hpp"
 
 namespace kv {
 

@@ -2,9 +2,9 @@
 #include "kernels/glu/cuda.hpp"
 
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/glu/cuda_launch.hpp"
-#include "core/impl_version.hpp"
 
 namespace kv {
 

@@ -2,9 +2,9 @@
 #include "kernels/layer_norm/cuda.hpp"
 
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cuda_row_impl.hpp"
 #include "kernels/layer_norm/cuda_launch.hpp"
-#include "core/impl_version.hpp"
 
 namespace kv {
 

@@ -6,10 +6,10 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/cuda_rows.hpp"
 #include "kernels/rope/cuda_launch.hpp"
-#include "core/impl_version.hpp"
 #include "reference/rope_geom.hpp"
 
 namespace kv {

@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
+#include "core/impl_version.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/cuda_rows.hpp"
 #include "kernels/rope_table/cuda_launch.hpp"
-#include "core/impl_version.hpp"
 
 namespace kv {
 

@@ -1,9 +1,9 @@
 // The CUDA softmax impls: configs, contracts, determinism claims, layouts, launches.
 #include "kernels/softmax/cuda.hpp"
 
+#include "core/impl_version.hpp"
 #include "kernels/cuda_row_impl.hpp"
 #include "kernels/softmax/cuda_launch.hpp"
-#include "core/impl_version.hpp"
 
 namespace kv {
 

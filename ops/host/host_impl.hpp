@@ -9,10 +9,10 @@
 #include <initializer_list>
 #include <memory>
 
+#include "core/impl_version.hpp"
 #include "core/row_slice.hpp"
 #include "ops/host/host_policy.hpp"
 #include "kernels/rms_norm/contract.hpp"
-#include "core/impl_version.hpp"
 #include "ops/op_base.hpp"
 
 namespace kv {
