@@ -15,12 +15,13 @@
 #                    cuda_plan.cpp into cuda_flce), to a fixed point
 #   Files outside the source tree (system, CUDA, Eigen headers) and in the build tree
 #   (generated headers) are not hashed. Writes OUT (the table, with each key's files) and
-#   OUT with .txt for .cpp (the manifest MODE=hash reads), each only when it changes.
+#   beside it kv_impl_versions.txt (the manifest MODE=hash reads), each only when it changes.
 #
 # MODE=hash (the tests; no build tree needed):
 #   cmake -DMODE=hash -DMANIFEST=<file> -DROOT=<dir> -DOUT=<file> -P cmake/impl_versions.cmake
-#   MANIFEST: a first line `salt <text>`, then lines `<key> <file relative to ROOT>`. Writes
-#   `<key> <version>` lines to OUT, hashing the files under ROOT exactly as MODE=build does.
+#   MANIFEST: a line `salt <text>` (the last one counts) and lines `<key> <file relative to
+#   ROOT>`. Writes `<key> <version>` lines to OUT, hashing the files under ROOT exactly as
+#   MODE=build does.
 cmake_minimum_required(VERSION 3.25)
 
 # The version of each key in `keys`, where kv_files_<key> lists its files relative to
