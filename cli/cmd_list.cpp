@@ -43,7 +43,7 @@ nlohmann::json list_json() {
       } catch (const std::exception& e) {
         example["error"] = e.what();
       }
-      impls.push_back({{"impl", im->name()}, {"device", im->device()}, {"knobs", knobs}, {"contract_example", example}});
+      impls.push_back({{"impl", im->name()}, {"device", im->device()}, {"version", im->version()}, {"knobs", knobs}, {"contract_example", example}});
     }
     o["impls"] = impls;
     j.push_back(o);

@@ -192,10 +192,6 @@ class RmsNormOp : public PolicyOp<RmsNormOp> {
 class RmsHost : public HostImpl<RmsNormOp> {
  public:
   using HostImpl::HostImpl;
-  /// The shared host driver's sources and the host RMSNorm's own (ops/rms_norm_host.*).
-  std::string version() const override {
-    return std::string(KV_IMPL_VERSION_HOST_OPS) + KV_IMPL_VERSION_HOST_RMS_NORM;
-  }
   std::vector<ConfigKnob> knobs() const override { return rms_host_knobs(bwd_); }
   Contract contract(const Case& c, const DeviceProfile& p) const override { return rms_host_contract(c, p, bwd_); }
   std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const override {

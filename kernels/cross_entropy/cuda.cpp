@@ -3,9 +3,9 @@
 #include "kernels/cross_entropy/cuda.hpp"
 
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cross_entropy/cuda_plan.hpp"
 #include "kernels/cuda_row_impl.hpp"
-#include "kv_build_info.hpp"
 
 namespace kv {
 
@@ -14,7 +14,7 @@ namespace {
 class CudaCrossEntropy : public CudaRowImpl {
  public:
   explicit CudaCrossEntropy(bool bwd) : CudaRowImpl(bwd ? "cross_entropy.bwd" : "cross_entropy.fwd", false), bwd_(bwd) {}
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_CROSS_ENTROPY; }
+  std::string version() const override { return impl_version("cuda_cross_entropy"); }
   std::vector<ConfigKnob> knobs() const override {
     // 32 warps by default: a block takes a whole row (block_v=row) and keeps what fits of
     // it in shared memory, one block per SM for the long rows of large vocabularies.

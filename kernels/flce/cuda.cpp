@@ -11,13 +11,13 @@
 
 #include "device/cuda_check.hpp"
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cross_entropy/cuda_plan.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/cuda_row_impl.hpp"
 #include "kernels/flce/cuda_gemm.hpp"
 #include "kernels/flce/cuda_launch.hpp"
 #include "kernels/rms_norm/contract.hpp"
-#include "kv_build_info.hpp"
 
 namespace kv {
 
@@ -75,7 +75,7 @@ class CudaFlce : public CudaImpl {
   explicit CudaFlce(bool bwd) : bwd_(bwd) {}
   std::string op() const override { return bwd_ ? "fused_linear_cross_entropy.bwd" : "fused_linear_cross_entropy.fwd"; }
   std::string name() const override { return "cuda"; }
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_FLCE; }
+  std::string version() const override { return impl_version("cuda_flce"); }
   std::vector<ConfigKnob> knobs() const override {
     // 16 warps by default: the CE step's blocks (block_v=row) keep what fits of a row of
     // fp32 logits in shared memory, one block per SM, so more threads share a row's work.

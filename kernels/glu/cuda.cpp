@@ -2,9 +2,9 @@
 #include "kernels/glu/cuda.hpp"
 
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/glu/cuda_launch.hpp"
-#include "kv_build_info.hpp"
 
 namespace kv {
 
@@ -26,7 +26,7 @@ class CudaGlu : public CudaImpl {
   CudaGlu(bool geglu, bool bwd) : geglu_(geglu), bwd_(bwd) {}
   std::string op() const override { return std::string(geglu_ ? "geglu" : "swiglu") + (bwd_ ? ".bwd" : ".fwd"); }
   std::string name() const override { return "cuda"; }
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_GLU; }
+  std::string version() const override { return impl_version("cuda_glu"); }
   std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"8", "1", "2", "4", "16", "32"}}}; }
 
   Contract contract(const Case& c, const DeviceProfile&) const override {

@@ -2,9 +2,9 @@
 #include "kernels/layer_norm/cuda.hpp"
 
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cuda_row_impl.hpp"
 #include "kernels/layer_norm/cuda_launch.hpp"
-#include "kv_build_info.hpp"
 
 namespace kv {
 
@@ -16,7 +16,7 @@ namespace {
 class CudaLayerNorm : public CudaTeamImpl {
  public:
   explicit CudaLayerNorm(bool bwd) : CudaTeamImpl(bwd ? "layer_norm.bwd" : "layer_norm.fwd", bwd, bwd ? 16 : 4), bwd_(bwd) {}
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_LAYER_NORM; }
+  std::string version() const override { return impl_version("cuda_layer_norm"); }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
     // fp32 throughout; nvcc fuses products into sums and into + b (fma): the enclosure of

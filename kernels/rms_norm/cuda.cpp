@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "kv_build_info.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/cuda_row_impl.hpp"
 #include "kernels/rms_norm/contract.hpp"
@@ -27,7 +27,7 @@ class CudaRmsNorm : public CudaImpl {
   explicit CudaRmsNorm(bool bwd) : bwd_(bwd) {}
   std::string op() const override { return bwd_ ? "rms_norm.bwd" : "rms_norm.fwd"; }
   std::string name() const override { return "cuda"; }
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_RMS_NORM; }
+  std::string version() const override { return impl_version("cuda_rms_norm"); }
 
   std::vector<ConfigKnob> knobs() const override {
     // Defaults: the fastest on an H100 at Liger's shapes (reports/gpus/.../rows-speed-*).

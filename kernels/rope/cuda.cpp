@@ -6,10 +6,10 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "core/impl_version.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/cuda_rows.hpp"
 #include "kernels/rope/cuda_launch.hpp"
-#include "kv_build_info.hpp"
 #include "reference/rope_geom.hpp"
 
 namespace kv {
@@ -44,7 +44,7 @@ class CudaRope : public CudaImpl {
   explicit CudaRope(bool bwd) : bwd_(bwd) {}
   std::string op() const override { return bwd_ ? "rope.bwd" : "rope.fwd"; }
   std::string name() const override { return "cuda"; }
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_ROPE; }
+  std::string version() const override { return impl_version("cuda_rope"); }
   /// Warps per block; each warp rotates one token at a time, so this is also the tokens
   /// per block in flight.
   std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"4", "1", "2", "8", "16", "32"}}}; }

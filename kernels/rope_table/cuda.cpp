@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
+#include "core/impl_version.hpp"
 #include "kernels/cuda_impl.hpp"
 #include "kernels/cuda_rows.hpp"
 #include "kernels/rope_table/cuda_launch.hpp"
-#include "kv_build_info.hpp"
 
 namespace kv {
 
@@ -21,7 +21,7 @@ class CudaRopeTable : public CudaImpl {
  public:
   std::string op() const override { return "rope_table.fwd"; }
   std::string name() const override { return "cuda"; }
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_ROPE_TABLE; }
+  std::string version() const override { return impl_version("cuda_rope_table"); }
   std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"8", "1", "2", "4", "16", "32"}}}; }
 
   Contract contract(const Case& c, const DeviceProfile&) const override {

@@ -1,9 +1,9 @@
 // The CUDA softmax impls: configs, contracts, determinism claims, layouts, launches.
 #include "kernels/softmax/cuda.hpp"
 
+#include "core/impl_version.hpp"
 #include "kernels/cuda_row_impl.hpp"
 #include "kernels/softmax/cuda_launch.hpp"
-#include "kv_build_info.hpp"
 
 namespace kv {
 
@@ -16,7 +16,7 @@ constexpr int kDefaultWarps = 4;
 class CudaSoftmax : public CudaTeamImpl {
  public:
   explicit CudaSoftmax(bool bwd) : CudaTeamImpl(bwd ? "softmax.bwd" : "softmax.fwd", false, kDefaultWarps), bwd_(bwd) {}
-  std::string version() const override { return KV_IMPL_VERSION_CUDA_SOFTMAX; }
+  std::string version() const override { return impl_version("cuda_softmax"); }
 
   Contract contract(const Case& c, const DeviceProfile&) const override {
     // fp32 throughout; nvcc fuses dy*y into the sum (fma): the enclosure of the separate

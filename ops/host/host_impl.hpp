@@ -10,10 +10,10 @@
 #include <initializer_list>
 #include <memory>
 
+#include "core/impl_version.hpp"
 #include "core/row_slice.hpp"
 #include "ops/host/host_policy.hpp"
 #include "kernels/rms_norm/contract.hpp"
-#include "kv_build_info.hpp"
 #include "ops/op_base.hpp"
 
 namespace kv {
@@ -108,7 +108,7 @@ class HostImpl : public FaultableHost {
   std::string op() const override { return op_.name(); }
   std::string name() const override { return name_; }
   std::string device() const override { return "host"; }
-  std::string version() const override { return KV_IMPL_VERSION_HOST_OPS; }
+  std::string version() const override { return impl_version("host"); }
   bool test_only() const override { return test_only_; }
   std::vector<ConfigKnob> knobs() const override { return {{"num_warps", {"4", "1", "2", "8", "16", "32"}}}; }
 
