@@ -4,6 +4,8 @@
 
 namespace kvtest {
 
+namespace {
+
 void register_cross_entropy_faults(kv::Registry& r) {
   for (const char* op : {"cross_entropy.fwd", "cross_entropy.bwd"})
     add_host_faults(
@@ -18,5 +20,9 @@ void register_cross_entropy_faults(kv::Registry& r) {
               if (static_cast<int64_t>(t) != ign) t = static_cast<double>((static_cast<int64_t>(t) + 1) % v);
           }}});
 }
+
+const FaultRegistrar registrar("cross_entropy", register_cross_entropy_faults);
+
+}  // namespace
 
 }  // namespace kvtest

@@ -48,15 +48,19 @@ void add_host_faults(kv::Registry& r, const std::string& op, FaultScope scope,
   for (auto& [n, t] : tweaks) add(n, kv::HostFault{{}, false, t});
 }
 
+namespace {
+std::vector<std::pair<std::string, void (*)(kv::Registry&)>>& registrars() {
+  static std::vector<std::pair<std::string, void (*)(kv::Registry&)>> all;  // built before main, by each file
+  return all;
+}
+}  // namespace
+
+FaultRegistrar::FaultRegistrar(const char* name, void (*add)(kv::Registry&)) { registrars().emplace_back(name, add); }
+
 void register_faults(kv::Registry& r) {
-  register_rms_norm_faults(r);
-  register_glu_faults(r);
-  register_softmax_faults(r);
-  register_layer_norm_faults(r);
-  register_cross_entropy_faults(r);
-  register_rope_faults(r);
-  register_rope_table_faults(r);
-  register_flce_faults(r);
+  auto all = registrars();
+  std::sort(all.begin(), all.end());  // static initialization runs in no set order across files
+  for (auto& [name, add] : all) add(r);
 }
 
 }  // namespace kvtest

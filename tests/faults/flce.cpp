@@ -4,6 +4,8 @@
 
 namespace kvtest {
 
+namespace {
+
 void register_flce_faults(kv::Registry& r) {
   for (bool bwd : {false, true}) {
     std::vector<std::pair<std::string, InputTweak>> faults = {
@@ -20,5 +22,9 @@ void register_flce_faults(kv::Registry& r) {
                     faults);  // fwd's loss is fp32
   }
 }
+
+const FaultRegistrar registrar("flce", register_flce_faults);
+
+}  // namespace
 
 }  // namespace kvtest

@@ -3,6 +3,8 @@
 
 namespace kvtest {
 
+namespace {
+
 void register_glu_faults(kv::Registry& r) {
   for (const char* dir : {".fwd", ".bwd"})
     for (const char* op : {"swiglu", "geglu"})
@@ -14,5 +16,9 @@ void register_glu_faults(kv::Registry& r) {
                         }},
                        {"a_to_bf16", tweak_round_input("a", kv::DType::bf16)}});
 }
+
+const FaultRegistrar registrar("glu", register_glu_faults);
+
+}  // namespace
 
 }  // namespace kvtest

@@ -3,6 +3,8 @@
 
 namespace kvtest {
 
+namespace {
+
 void register_layer_norm_faults(kv::Registry& r) {
   auto no_eps = [](kv::Case& c, kv::OpInputs&) { c.attrs["eps"] = kv::hex_float(0.0); };
   add_host_faults(r, "layer_norm.fwd", {}, {{"no_eps", no_eps}, {"w_reversed", tweak_reverse_input("w")}});
@@ -13,5 +15,9 @@ void register_layer_norm_faults(kv::Registry& r) {
                     }},
                    {"w_reversed", tweak_reverse_input("w")}});
 }
+
+const FaultRegistrar registrar("layer_norm", register_layer_norm_faults);
+
+}  // namespace
 
 }  // namespace kvtest

@@ -170,6 +170,8 @@ std::unique_ptr<kv::Impl> planted_rms_bug(const kv::Registry& host, const std::s
   return make(host, name, false, impl);
 }
 
+namespace {
+
 void register_rms_norm_faults(kv::Registry& r) {
   for (auto& b : planted_bugs()) r.add(make(r, b.name, b.bwd, "host.bug." + b.name));
   // Not among planted_bugs(): it shows only at some N (of the sensitivity test's N, 123 is
@@ -177,5 +179,9 @@ void register_rms_norm_faults(kv::Registry& r) {
   // the fuzz tests find it.
   r.add(make(r, "drop_tail", false, "host.bug.drop_tail"));
 }
+
+const FaultRegistrar registrar("rms_norm", register_rms_norm_faults);
+
+}  // namespace
 
 }  // namespace kvtest

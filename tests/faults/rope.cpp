@@ -5,6 +5,8 @@
 
 namespace kvtest {
 
+namespace {
+
 void register_rope_faults(kv::Registry& r) {
   for (const char* op : {"rope.fwd", "rope.bwd"})
     add_host_faults(r, op, {false, true, true},
@@ -21,5 +23,9 @@ void register_rope_faults(kv::Registry& r) {
                         for (size_t b = 0; b + 2 < g.size(); b += 3) std::swap(g[b + 1], g[b + 2]);
                       }}});
 }
+
+const FaultRegistrar registrar("rope", register_rope_faults);
+
+}  // namespace
 
 }  // namespace kvtest

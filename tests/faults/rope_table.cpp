@@ -3,6 +3,8 @@
 
 namespace kvtest {
 
+namespace {
+
 void register_rope_table_faults(kv::Registry& r) {
   add_host_faults(r, "rope_table.fwd", {false, false, true},  // no sums, no accumulator operations
                   {{"wrong_layout", tweak_other_layout()},
@@ -12,5 +14,9 @@ void register_rope_table_faults(kv::Registry& r) {
                     }},
                    {"inv_freq_to_bf16", tweak_round_input("inv_freq", kv::DType::bf16)}});
 }
+
+const FaultRegistrar registrar("rope_table", register_rope_table_faults);
+
+}  // namespace
 
 }  // namespace kvtest

@@ -5,6 +5,8 @@
 
 namespace kvtest {
 
+namespace {
+
 void register_softmax_faults(kv::Registry& r) {
   add_host_faults(r, "softmax.fwd", {},
                   {{"scale_logits",
@@ -16,5 +18,9 @@ void register_softmax_faults(kv::Registry& r) {
                   {{"swap_dy_y", [](kv::Case&, kv::OpInputs& in) { std::swap(in.mut("dy"), in.mut("y")); }},
                    {"dy_to_bf16", tweak_round_input("dy", kv::DType::bf16)}});
 }
+
+const FaultRegistrar registrar("softmax", register_softmax_faults);
+
+}  // namespace
 
 }  // namespace kvtest
