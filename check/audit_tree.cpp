@@ -39,7 +39,7 @@ struct TreeIndex {
     order.push_back(t.root);
     for (size_t q = 0; q < order.size(); ++q) {
       const int v = order[q];
-      if (at(t, v).leaf >= 0) leaf_node[static_cast<size_t>(at(t, v).leaf)] = v;
+      if (at(t, v).leaf >= 0) leaf_node.at(static_cast<size_t>(at(t, v).leaf)) = v;
       for (int k : at(t, v).kids) parent[k] = v, depth[k] = depth[v] + 1, order.push_back(k);
     }
   }
