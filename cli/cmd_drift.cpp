@@ -88,7 +88,7 @@ int run_drift(CommandArgs& args, const Argv&) {
   std::vector<Case> cases;
   std::vector<std::string> invalid;
   for (auto& c : expand_suite({e}, impl.device())) {
-    if (auto why = impl.invalid_reason(c, env.device.profile)) invalid.push_back(c.str() + ": " + *why);
+    if (auto why = impl.refusal(c, env.device.profile)) invalid.push_back(c.str() + ": " + *why);
     else cases.push_back(c);
   }
   if (cases.empty()) throw UsageError("no valid config of " + d.impl + " for this case");

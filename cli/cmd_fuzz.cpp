@@ -153,7 +153,7 @@ int run_fuzz(CommandArgs& args, const Argv& argv) {
         return "its tensors need " + std::to_string(static_cast<int64_t>(need)) + " bytes, over --gpu-memory-budget " +
                f.memory_budget;
     }
-    return registry().impl(c.op, c.impl).invalid_reason(c, env.device.profile);
+    return registry().impl(c.op, c.impl).refusal(c, env.device.profile);
   };
   // Batch invariance: a second worker that keeps each case's outputs for the comparison;
   // a violation leaves both runs' outputs in the campaign's repro/ (run/repro.hpp).

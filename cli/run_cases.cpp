@@ -16,19 +16,20 @@
 
 namespace kv {
 
-/// Validates a case against the device before it is queued: invalid configs are usage
-/// errors. An impl that cannot even answer (a crashed worker) reports it when the case runs.
+/// Validates a case against the device before it is queued: one the impl declines or
+/// this device cannot run is a usage error. An impl that cannot even answer (a crashed
+/// worker) reports it when the case runs.
 void check_runnable(const Case& c, const RunEnv& env) {
   const Impl& impl = registry().impl(c.op, c.impl);
   std::optional<std::string> why;
   try {
-    why = impl.invalid_reason(c, env.device.profile);
+    why = impl.refusal(c, env.device.profile);
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception&) {
     return;
   }
-  if (why) throw UsageError("invalid config: " + *why);
+  if (why) throw UsageError(*why);
 }
 
 namespace {

@@ -9,8 +9,9 @@
 
 namespace kv {
 
-/// Validates a case against the device before it is queued: invalid configs are usage
-/// errors. An impl that cannot even answer (a crashed worker) reports it when the case runs.
+/// Validates one case (replay) before it is queued: one the impl declines or this device
+/// cannot run is a usage error (Impl::refusal's words). An impl that cannot even answer (a
+/// crashed worker) reports it when the case runs.
 void check_runnable(const Case& c, const RunEnv& env);
 
 /// Runs cases through the worker, appending each result as it finishes; quiet: print only

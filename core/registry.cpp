@@ -110,4 +110,10 @@ DeterminismClaims with_batch_claim(const Case& c, const std::string& out, Determ
   return base;
 }
 
+std::optional<std::string> Impl::refusal(const Case& c, const DeviceProfile& p) const {
+  if (auto why = declines(c, p)) return "declined by " + name() + ": " + *why;
+  if (auto why = invalid_reason(c, p)) return "invalid on this device: " + *why;
+  return std::nullopt;
+}
+
 }  // namespace kv

@@ -163,11 +163,20 @@ class Impl {
   /// Hash of the source and build flags, for version drift.
   virtual std::string version() const = 0;
   virtual std::vector<ConfigKnob> knobs() const = 0;
-  /// Why this config cannot run this case on this device profile (checked before launch).
+  /// Why this impl does not compute cases like c on any device: a dtype, attribute, layout
+  /// or config combination it does not take (checked before launch; "declined by <impl>").
+  virtual std::optional<std::string> declines(const Case& c, const DeviceProfile& p) const {
+    (void)c, (void)p;
+    return std::nullopt;
+  }
+  /// Why this config cannot run this case on this device profile (block size, shared
+  /// memory, ...; checked before launch; "invalid on this device").
   virtual std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const {
     (void)c, (void)p;
     return std::nullopt;
   }
+  /// declines() or else invalid_reason(), worded for a result line or a message.
+  std::optional<std::string> refusal(const Case& c, const DeviceProfile& p) const;
   virtual Contract contract(const Case& c, const DeviceProfile& p) const = 0;
   virtual std::vector<WorkspaceReq> workspaces(const Case& c, const DeviceProfile& p) const {
     (void)c, (void)p;

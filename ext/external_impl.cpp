@@ -30,16 +30,16 @@ class ExternalImpl : public Impl {
   std::string version() const override { return d_.version; }
   std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
 
-  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile&) const override {
+  std::optional<std::string> declines(const Case& c, const DeviceProfile&) const override {
     if (!d_.contract.is_null()) return std::nullopt;
     const nlohmann::json& a = contract_answer(c);
-    if (a.contains("unsupported")) return "worker impl " + d_.impl + ": " + a["unsupported"].get<std::string>();
+    if (a.contains("unsupported")) return a["unsupported"].get<std::string>();
     return std::nullopt;
   }
 
   Contract contract(const Case& c, const DeviceProfile& p) const override {
     if (!d_.contract.is_null()) return Contract::from_json(d_.contract);
-    if (auto why = invalid_reason(c, p)) throw UsageError("invalid config: " + *why);
+    if (auto why = refusal(c, p)) throw UsageError(*why);
     const nlohmann::json& a = contract_answer(c);
     try {
       return Contract::from_json(a.at("contract"));

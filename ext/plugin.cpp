@@ -60,7 +60,7 @@ PluginContract plugin_contract(const PluginDesc& d, const Case& c, const DeviceP
   const std::string who = "plugin impl " + d.impl + " (" + d.lib + ")";
   PluginContract out;
   if (rc == KV_UNSUPPORTED) {
-    out.unsupported = who + ": " + call.message();
+    out.unsupported = call.message();
     return out;
   }
   if (rc != KV_OK) throw HarnessError(who + " could not state its contract: " + call.message());

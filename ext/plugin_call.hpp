@@ -60,14 +60,14 @@ class PluginImplBase : public Base {
   std::string name() const override { return d_.impl; }
   std::string version() const override { return d_.version; }
   std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
-  std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
+  std::optional<std::string> declines(const Case& c, const DeviceProfile& p) const override {
     auto pc = plugin_contract(d_, c, p);
     if (!pc.contract) return pc.unsupported;
-    return Base::invalid_reason(c, p);
+    return Base::declines(c, p);
   }
   Contract contract(const Case& c, const DeviceProfile& p) const override {
     auto pc = plugin_contract(d_, c, p);
-    if (!pc.contract) throw UsageError("invalid config: " + pc.unsupported);
+    if (!pc.contract) throw UsageError("declined by " + d_.impl + ": " + pc.unsupported);
     return *pc.contract;
   }
 

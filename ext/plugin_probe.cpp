@@ -2,7 +2,8 @@
 //
 // Protocol (one JSON object per line): the probe starts with {"impls": [{"op", "impl",
 // "device", "version", "knobs": [{"name", "values"}]}]} or {"load_error": why}; then each
-// request {"impl", "case", "profile"} is answered by {"invalid": why}, {"contract": {...}}
+// request {"impl", "case", "profile"} is answered by {"declined": why} (the plugin does not
+// take such cases), {"invalid": why} (not on this device), {"contract": {...}}
 // or {"error": why, "usage": bool}.
 #include "ext/plugin_probe.hpp"
 
@@ -51,12 +52,15 @@ class ProbedPluginImpl : public Impl {
   std::string device() const override { return device_; }
   std::string version() const override { return version_; }
   std::vector<ConfigKnob> knobs() const override { return knobs_; }
+  std::optional<std::string> declines(const Case& c, const DeviceProfile& p) const override {
+    return answer(c, p).declined;
+  }
   std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
     return answer(c, p).invalid;
   }
   Contract contract(const Case& c, const DeviceProfile& p) const override {
     const auto& a = answer(c, p);
-    if (a.invalid) throw UsageError("invalid config: " + *a.invalid);
+    if (a.declined || a.invalid) throw UsageError(*refusal(c, p));
     return Contract::from_json(a.contract);
   }
   void run(TensorSet&, const Case&, const DeviceProfile&) const override {
@@ -117,7 +121,8 @@ int plugin_probe_main(const std::string& path) {
       const Case c = Case::parse(req.at("case").get<std::string>());
       const DeviceProfile p = profile_from(req.at("profile"));
       const Impl& im = reg.impl(c.op, req.at("impl").get<std::string>());
-      if (auto why = im.invalid_reason(c, p)) say({{"invalid", *why}});
+      if (auto why = im.declines(c, p)) say({{"declined", *why}});
+      else if (auto why = im.invalid_reason(c, p)) say({{"invalid", *why}});
       else say({{"contract", im.contract(c, p).to_json()}});
     } catch (const UsageError& e) {
       say({{"error", e.what()}, {"usage", true}});
@@ -206,7 +211,8 @@ const PluginProbe::Answer& PluginProbe::ask(const std::string& impl, const Case&
   if (auto it = answers_.find(key); it != answers_.end()) return it->second;
   const nlohmann::json j = exchange(key, "in contract() of impl " + impl + " for " + c.str());
   Answer a;
-  if (j.contains("invalid")) a.invalid = j["invalid"].get<std::string>();
+  if (j.contains("declined")) a.declined = j["declined"].get<std::string>();
+  else if (j.contains("invalid")) a.invalid = j["invalid"].get<std::string>();
   else if (j.contains("contract")) a.contract = j["contract"];
   else a.error = j.value("error", std::string("the probe's answer names no contract")), a.usage_error = j.value("usage", false);
   return answers_[key] = a;

@@ -38,7 +38,7 @@ class PluginProbe : public std::enable_shared_from_this<PluginProbe> {
   /// HarnessError once the probe has failed (now or before), UsageError or HarnessError
   /// as the plugin's impl threw them.
   struct Answer {
-    std::optional<std::string> invalid;
+    std::optional<std::string> declined, invalid;
     nlohmann::json contract;
     std::string error;
     bool usage_error = false;

@@ -114,15 +114,13 @@ class Campaign {
     for (auto& e : curated) {
       if (out_of_time()) return finish(true);
       if (stop_signal()) throw Interrupted{stop_signal()};
-      process(e);
+      if (auto n = admit(e.case_.value())) process(e, *n);
     }
     for (int64_t i = 0; st_.budget_cases < 0 || i < st_.budget_cases; ++i) {
       if (!st_.shard.has(i)) continue;
       if (out_of_time()) return finish(true);
       if (stop_signal()) throw Interrupted{stop_signal()};
-      const uint64_t key = splitmix(st_.seed ^ splitmix(static_cast<uint64_t>(i)));
-      const int size = static_cast<int>(splitmix(key ^ 0x51ED) % 101);
-      process(Entry{i, size, gens_[static_cast<size_t>(i) % gens_.size()](rc::Random(key), size), ""});
+      process_generated(i);
     }
     return finish(false);
   }
@@ -138,7 +136,7 @@ class Campaign {
   std::map<int64_t, nlohmann::json> done_;
   std::set<int64_t> shrunk_;
   Tally tally_;
-  std::map<std::string, std::string> reject_example_;  // by the op / by the device: one reason each
+  std::map<std::string, std::string> reject_example_;  // per kind of refusal: one example each
   int64_t sanitized_ = 0, sanitizer_errors_ = 0;       // this session's sanitized cases and their errors
   std::map<std::string, std::string> sanitizer_skips_;  // tool -> why it did not check
   Clock::time_point start_;
@@ -171,7 +169,41 @@ class Campaign {
     progress_.update(tally_);
   }
 
-  void process(const Entry& e) {
+  /// The case normalized if it runs here, else counted as rejected with its reason: the op
+  /// forbids it, the impl declines it, or this device cannot run it (Impl::refusal).
+  std::optional<Case> admit(const Case& c) {
+    Case n = c;
+    try {
+      registry().normalize(n);
+    } catch (const UsageError& err) {
+      reject("invalid for the op", c.str() + ": " + err.what());
+      return std::nullopt;
+    }
+    std::optional<std::string> refused;
+    try {
+      if (io_.refused) refused = io_.refused(n);
+    } catch (const std::exception&) {
+      // An impl that cannot even answer (a crashed worker) reports it when the case runs.
+    }
+    if (!refused) return n;
+    reject(refused->rfind("declined by ", 0) == 0 ? "declined by " + n.impl : "invalid on this device", c.str() + ": " + *refused);
+    return std::nullopt;
+  }
+
+  /// Generated index i: its first draw of up to 64 that runs here (a draw's key follows
+  /// from the seed, i and the draw: a resumed campaign redraws the same), so the budget
+  /// counts cases that run, not draws the impl declines.
+  void process_generated(int64_t i) {
+    const uint64_t key0 = splitmix(st_.seed ^ splitmix(static_cast<uint64_t>(i)));
+    for (int draw = 0; draw < 64; ++draw) {
+      const uint64_t key = draw == 0 ? key0 : splitmix(key0 ^ splitmix(0xD5A7ull + static_cast<uint64_t>(draw)));
+      const int size = static_cast<int>(splitmix(key ^ 0x51ED) % 101);
+      Entry e{i, size, gens_[static_cast<size_t>(i) % gens_.size()](rc::Random(key), size), ""};
+      if (auto n = admit(e.case_.value())) return process(e, *n);
+    }
+  }
+
+  void process(const Entry& e, const Case& n) {
     const Case c = e.case_.value();
     if (auto it = done_.find(e.index); it != done_.end()) {
       // Done by an earlier session: the regenerated case must be the one it ran.
@@ -182,19 +214,6 @@ class Campaign {
       if (failing(it->second) && !shrunk_.count(e.index)) shrink(e, it->second);
       return;
     }
-    Case n = c;
-    try {
-      registry().normalize(n);
-    } catch (const UsageError& err) {
-      return reject("the op", c.str() + ": " + err.what());
-    }
-    std::optional<std::string> refused;
-    try {
-      if (io_.refused) refused = io_.refused(n);
-    } catch (const std::exception&) {
-      // An impl that cannot even answer (a crashed worker) reports it when the case runs.
-    }
-    if (refused) return reject("the device", c.str() + ": " + *refused);
     nlohmann::json j = io_.run(n);
     j["fuzz"] = fuzz_info(e);
     const bool batch_fail = e.index >= 0 && e.index % 8 == 0 && batch_check(n, j);
@@ -328,7 +347,7 @@ class Campaign {
     std::cout << ", " << tally_.rejected << " rejected";
     if (timed_out) std::cout << "; stopped by --budget-seconds";
     std::cout << "\n";
-    for (auto& [by, why] : reject_example_) std::cout << "  rejected by " << by << ", e.g. " << why << "\n";
+    for (auto& [by, why] : reject_example_) std::cout << "  " << by << ", e.g. " << why << "\n";
     if (o_.sanitize_every > 0) {
       std::cout << "sanitizer: " << sanitized_ << " cases rerun under the tools (every " << o_.sanitize_every
                 << "th generated index), " << sanitizer_errors_ << " errors\n";

@@ -29,6 +29,8 @@ struct DevSet {
 class CudaImpl : public Impl {
  public:
   std::string device() const override { return "cuda"; }
+  /// layout_reason(): what the kernels do not take on any device.
+  std::optional<std::string> declines(const Case& c, const DeviceProfile&) const override { return layout_reason(c); }
   /// Launch validation from the kernels' own attributes and the device profile.
   std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override;
   void run(TensorSet& ts, const Case& c, const DeviceProfile& p) const final;

@@ -111,9 +111,9 @@ bool validate(CaseRun& r) {
     r.j["reason"] = "impl " + r.impl.name() + " runs on " + r.impl.device() + ", this run's device is " + r.env.device.kind;
     return false;
   }
-  if (auto why = r.impl.invalid_reason(r.c, r.prof)) {
+  if (auto why = r.impl.refusal(r.c, r.prof)) {
     r.j["verdict"] = "skip";
-    r.j["reason"] = "invalid config for this device: " + *why;
+    r.j["reason"] = *why;
     return false;
   }
   r.k = r.impl.contract(r.c, r.prof);

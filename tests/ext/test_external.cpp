@@ -64,14 +64,45 @@ TEST(External, ExamplePluginHostPathPasses) {
   Out g = sh(KV_BIN, "run --plugin " KV_EXAMPLE_PLUGIN " --op rms_norm.fwd --impl plugin_host --dtype bf16"
                      " --shape 5x123 --attrs mode=gemma,offset=1 --out " + out);
   EXPECT_EQ(g.code, 0) << g.text;
-  // A case the plugin does not support is rejected before anything runs, with its reason.
-  Out n = sh(KV_BIN, "run --plugin " KV_EXAMPLE_PLUGIN " --op rms_norm.fwd --impl plugin_host --attrs mode=none --out " + out);
-  EXPECT_EQ(n.code, 2) << n.text;
-  EXPECT_NE(n.text.find("invalid config: plugin impl plugin_host"), std::string::npos) << n.text;
+  // A case the plugin declines is a listed skip with the plugin's reason, worded as a
+  // decline (not as a device fault); the rest of the selection runs.
+  const std::string dn = kvtest::tmpdir("plugin_declines");
+  Out n = sh(KV_BIN, "run --plugin " KV_EXAMPLE_PLUGIN " --op rms_norm.fwd --impl host --impl plugin_host --dtype bf16"
+                     " --shape 5x123 --attrs mode=none --out " + dn);
+  EXPECT_EQ(n.code, 0) << n.text;
+  auto nr = results(dn);
+  ASSERT_EQ(nr.size(), 2u) << n.text;
+  std::string declined;
+  for (auto& r : nr) {
+    if (r["impl"] == "host") {
+      EXPECT_EQ(r["verdict"], "pass") << r.dump();
+      continue;
+    }
+    EXPECT_EQ(r["verdict"], "skip") << r.dump();
+    EXPECT_EQ(r.value("reason", "").rfind("declined by plugin_host: ", 0), 0u) << r.dump();
+    declined = r.value("case", "");
+  }
+  // Replaying that one case alone is a usage error with the same words.
+  Out rp = sh(KV_BIN, "replay '" + declined + "' --device host --plugin " KV_EXAMPLE_PLUGIN " --out " + dn + "/replay");
+  EXPECT_EQ(rp.code, 2) << rp.text;
+  EXPECT_NE(rp.text.find("declined by plugin_host: "), std::string::npos) << rp.text;
   // `list` shows the plugin's impls with their contracts.
   Out l = sh(KV_BIN, "list --plugin " KV_EXAMPLE_PLUGIN);
   EXPECT_EQ(l.code, 0) << l.text;
   EXPECT_NE(l.text.find("impl plugin_host (host)"), std::string::npos) << l.text;
+}
+
+// The example plugin declines much of what the generator draws (mode=none, mixed dtypes,
+// rstd sharing an input's storage): each index draws again until a case runs, so the
+// budget counts cases that ran, and the declines are named as such.
+TEST(External, FuzzBudgetCountsCasesThatRun) {
+  const std::string d = kvtest::tmpdir("plugin_fuzz_budget");
+  Out o = sh(KV_BIN, "fuzz --plugin " KV_EXAMPLE_PLUGIN " --device host --op rms_norm.fwd --impl plugin_host"
+                     " --budget-cases 12 --seed 3 --curated none --max-elements 4096 --out " + d);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(results(d).size(), 12u) << o.text;
+  EXPECT_NE(o.text.find("declined by plugin_host, e.g. "), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("rejected by the device"), std::string::npos) << o.text;
 }
 
 TEST(External, WrongAbiPluginIsAnErrorAndTheRunGoesOn) {
