@@ -49,7 +49,9 @@ void make_out_dir(const std::string& dir) {
 }
 
 void add_extension_options(CLI::App* app, ExtensionOptions& o) {
-  app->add_option("--plugin", o.plugins, "a plugin (.so) registering impls (repeatable; include/kverify/plugin.h)");
+  // One value per --plugin, so a positional after it (replay's case) is not taken as a second.
+  app->add_option("--plugin", o.plugins, "a plugin (.so) registering impls (repeatable; include/kverify/plugin.h)")
+      ->allow_extra_args(false);
   app->add_option("--worker", o.worker, "an external worker command, started once (examples/worker/PROTOCOL.md)");
   app->add_option("--worker-timeout", o.worker_timeout_s, "watchdog seconds per worker request (default 300)")
       ->check(seconds_check());

@@ -44,6 +44,7 @@ nlohmann::json Contract::to_json() const {
   }
   j["reductions"] = r;
   j["determinism"] = determinism;
+  if (!not_produced.empty()) j["not_produced"] = not_produced;
   return j;
 }
 
@@ -68,7 +69,8 @@ int64_t count_field(const nlohmann::json& r, const char* key, const std::string&
 
 Contract Contract::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw UsageError("contract: not a JSON object");
-  static const std::set<std::string> keys = {"acc", "u", "fma", "ftz", "math_ulps", "reductions", "determinism"};
+  static const std::set<std::string> keys = {"acc", "u", "fma", "ftz", "math_ulps", "reductions", "determinism",
+                                                 "not_produced"};
   for (auto& [k, v] : j.items())
     if (!keys.count(k)) throw UsageError("contract: unknown field '" + k + "'");
   Contract c;
@@ -131,6 +133,13 @@ Contract Contract::from_json(const nlohmann::json& j) {
       c.determinism[out] = d;
     }
   }
+  if (j.contains("not_produced")) {
+    if (!j["not_produced"].is_array()) throw UsageError("contract: not_produced must be a list of output names");
+    for (auto& x : j["not_produced"]) {
+      if (!x.is_string()) throw UsageError("contract: not_produced: " + x.dump() + " is not an output name");
+      c.not_produced.insert(x.get<std::string>());
+    }
+  }
   return c;
 }
 
@@ -142,6 +151,7 @@ uint64_t Contract::hash() const {
 uint64_t Contract::numerics_hash() const {
   nlohmann::json j = to_json();
   j.erase("determinism");
+  j.erase("not_produced");
   std::string s = j.dump();
   return XXH64(s.data(), s.size(), 11);
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct Contract {
   std::map<std::string, double> math_ulps;
   std::map<std::string, ReductionShape> reductions;   // per reduced axis
   std::map<std::string, DeterminismClaims> determinism;  // per output tensor
+  /// Outputs of the op this impl does not compute (a norm backward giving dx but not dW):
+  /// judged on the others, these listed as not produced (in JSON only when not empty).
+  std::set<std::string> not_produced;
 
   double unit() const { return u > 0 ? u : unit_roundoff(acc); }
   /// Accumulator dtype and unit roundoff of one reduced axis.

@@ -118,6 +118,11 @@ bool validate(CaseRun& r) {
   }
   r.k = r.impl.contract(r.c, r.prof);
   r.j["contract"] = r.k.to_json();
+  for (auto& n : r.k.not_produced) {
+    bool output = false;
+    for (auto& t : r.op.tensors(r.c)) output |= t.name == n && t.role == Role::output;
+    if (!output) throw UsageError("contract of " + r.impl.name() + ": not_produced names '" + n + "', not an output of " + r.c.op);
+  }
   for (auto& [fn, ulps] : r.k.math_ulps)
     if (auto it = r.env.measured_ulps.find(fn); it != r.env.measured_ulps.end() && ulps < it->second)
       throw HarnessError("contract of " + r.impl.name() + " cites " + std::to_string(ulps) + " ulp for " + fn +
@@ -253,7 +258,8 @@ void judge_outputs(CaseRun& r) {
     if (so.whole_instead) {
       r.whole = whole_reference(r.c, r.op, r.k, ins, r.cache);
     } else {
-      r.verdicts = std::move(so.verdicts);
+      for (auto& v : so.verdicts)
+        if (!r.k.not_produced.count(v.name)) r.verdicts.push_back(std::move(v));
       r.stream_blocks = so.blocks_evaluated;
       r.whole.reference_s = so.reference_s, r.whole.enclose_s = so.refine_s, r.t_judge = so.judge_s;
       r.j["reference"] = reference_json(so.method, false, false, so.refined, so.insufficient);
@@ -264,6 +270,7 @@ void judge_outputs(CaseRun& r) {
     r.j["reference"] = reference_json(r.whole.ref->method, r.whole.cached, r.whole.enc_cached, sc.refined, sc.insufficient);
     const auto t_j = Clock::now();
     for (auto& e : sc.outputs) {
+      if (r.k.not_produced.count(e.name)) continue;  // listed in the result line instead
       const TensorSlot& s = r.ts.at(e.name);
       r.verdicts.push_back(judge(s.view(), r.whole.ref->at(e.name), e, s.alias_of.empty()));
     }
@@ -282,7 +289,8 @@ OutputsSummary record_outputs(CaseRun& r) {
   OutputsSummary s;
   nlohmann::json outs = nlohmann::json::object();
   s.any_fail = !r.reasons.empty();
-  if (r.verdicts.empty()) s.empty = "(the op has no outputs)";
+  if (r.verdicts.empty()) s.empty = r.k.not_produced.empty() ? "(the op has no outputs)" : "(the impl produces none)";
+  if (!r.k.not_produced.empty()) r.j["not_produced"] = r.k.not_produced;
   for (const TensorVerdict& tv : r.verdicts) {
     if (tv.verdict == "fail") {
       s.any_fail = true;

@@ -245,7 +245,9 @@ class NanFirst : public HostWrapper {
 /// An op's host impl judged under the contract in $KV_TEST_CONTRACT (a contract's JSON as
 /// results lines carry it; unset: the host impl's own): a diagnostic that shows which
 /// elements another impl's declared contract leaves unbounded, without that impl's device.
-/// $KV_TEST_NAN_AT=i plants NaN at element i of the first output (a negative control).
+/// $KV_TEST_NAN_AT=i plants NaN at element i of the first output (a negative control);
+/// $KV_TEST_UNWRITTEN=name poisons that output again after the run (an impl that does not
+/// compute it).
 class ContractFromEnv : public HostWrapper {
  public:
   using HostWrapper::HostWrapper;
@@ -257,6 +259,7 @@ class ContractFromEnv : public HostWrapper {
   void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
     base_.run(ts, c, p);
     if (const char* at = std::getenv("KV_TEST_NAN_AT")) plant_nan(ts, std::stoll(at));
+    if (const char* n = std::getenv("KV_TEST_UNWRITTEN")) ts.at(n).buffer->poison(ts.at(n).desc.dtype);
   }
 };
 

@@ -83,7 +83,8 @@ TEST(External, ExamplePluginHostPathPasses) {
     declined = r.value("case", "");
   }
   // Replaying that one case alone is a usage error with the same words.
-  Out rp = sh(KV_BIN, "replay '" + declined + "' --device host --plugin " KV_EXAMPLE_PLUGIN " --out " + dn + "/replay");
+  // (--plugin before the case: it takes one value, the case stays the positional.)
+  Out rp = sh(KV_BIN, "replay --device host --plugin " KV_EXAMPLE_PLUGIN " '" + declined + "' --out " + dn + "/replay");
   EXPECT_EQ(rp.code, 2) << rp.text;
   EXPECT_NE(rp.text.find("declined by plugin_host: "), std::string::npos) << rp.text;
   // `list` shows the plugin's impls with their contracts.
