@@ -226,6 +226,10 @@ class FlceFast {
       times_.lap("dw gemm");
       if (b_) dbias_sums(ch, s);
     }
+    if (bt == 0) {  // no chunk wrote dW's products (uninitialized buffers): a sum over no rows is 0
+      std::fill(s.dwm.begin(), s.dwm.end(), 0.0);
+      for (auto* b : {&s.dwa, &s.dwr, &s.dwf}) std::fill(b->begin(), b->end(), 0.0f);
+    }
     dw_out(s, ref, out);
     times_.lap("dw out");
   }

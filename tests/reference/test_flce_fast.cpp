@@ -18,6 +18,7 @@
 #include "ops/flce_certify.hpp"
 #include "ops/op_base.hpp"
 #include "reference/gemm.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -146,3 +147,24 @@ TEST(FlceFast, CertificationSampleCatchesAViolatedBound) {
 }
 
 }  // namespace
+
+// FLCE backward over BT = 0 rows: dW is a sum over no rows, exactly 0. Its product buffers
+// are allocated uninitialized and no chunk wrote them; in a process whose allocator hands
+// back memory a larger case used, the reference read that memory ("reference value of
+// dweight[0] lies outside its own enclosure", found by Strict.ACaseWithAnEmptyOutputNeverPasses
+// in one whole-binary run). A larger case first, then BT = 0, a few times over.
+TEST(FlceFast, NoRowsGiveAZeroDWeightWhateverTheMemoryHeld) {
+  for (int round = 0; round < 3; ++round) {
+    for (const char* bt : {"96", "0"}) {
+      const std::string s = std::string("kv1 op=fused_linear_cross_entropy.bwd impl=host shape=") + bt +
+                            "x64x300 dtypes=x:bf16 dist=normal seed=5 gen=1";
+      const nlohmann::json j = kvtest::run_in_process(kv::Case::parse(s));
+      SCOPED_TRACE(s);
+      EXPECT_NE(j.value("verdict", ""), "error") << j.value("reason", "");
+      if (std::string(bt) == "0") {
+        EXPECT_EQ(j.value("verdict", ""), "skip") << j.value("reason", "");  // dx has no elements
+        EXPECT_EQ(j["outputs"]["dweight"]["verdict"], "pass") << j["outputs"]["dweight"].dump();
+      }
+    }
+  }
+}
