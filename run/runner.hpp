@@ -97,6 +97,11 @@ struct WholeRef {
 };
 WholeRef whole_reference(const Case& c, const OpBinding& op, const Contract& k, const TensorSet& ins, RefCache& cache);
 
+/// The impl's run on ts: its workspaces allocated into ts.workspaces, poisoned and
+/// canaried like tensors (a fresh set each call), then impl.run. The case runner and the
+/// audit's probe calls (run/audit.hpp) both run impls through it.
+void run_impl_on(const Impl& impl, TensorSet& ts, const Case& c, const DeviceProfile& p);
+
 /// Parses, normalizes and runs one case; never throws (errors become verdict `error`).
 nlohmann::json run_case(const std::string& case_str, const RunEnv& env, RefCache& cache);
 
