@@ -1,0 +1,181 @@
+// `kverify audit` on the host impls (run/audit.hpp): the measured n_eff of each probed axis
+// equals what the host summation code gives (ops/host/host_policy.hpp lanes and trees,
+// ops/op_base.hpp column_sums, ops/rms_norm_host.cpp dW partials), every such axis is ok,
+// and the planted contract and sum faults are flagged (exit 1 from the command).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "cli_util.hpp"
+#include "kernels/rms_norm/contract.hpp"
+#include "run/audit.hpp"
+#include "run/suite.hpp"
+
+namespace {
+
+using kv::AxisAudit;
+
+kv::Case make_case(const std::string& op, const std::string& impl, const std::string& dtype, const std::string& shape,
+                   const std::map<std::string, std::string>& config) {
+  kv::SuiteEntry e;
+  e.ops = {op}, e.impls = {impl}, e.dtypes = {dtype}, e.shapes = {shape};
+  for (auto& [k, v] : config) e.configs[k] = {v};
+  auto cases = kv::expand_suite({e}, "host");
+  EXPECT_EQ(cases.size(), 1u);
+  return cases.at(0);
+}
+
+std::vector<AxisAudit> audit(const kv::Case& c, const std::string& impl) {
+  return kv::audit_case(c, kv::registry().impl(c.op, impl), kv::host_profile(), kv::AuditOptions{});
+}
+
+// Expected depths (design §3), from the host code:
+/// A row over l lanes: a lane starts at its first term (or at acc(0 + t), exact), so
+/// ceil(n / l) - 1 serial roundings, then a tree of ceil(log2 min(l, n)) levels.
+int64_t row_depth(int64_t n, int64_t l) { return kv::ceil_div(n, l) - 1 + kv::log2_ceil(std::min(l, n)); }
+/// column_sums: chunks of 64 rows as rows of the chunk's length, merged serially from 0.
+int64_t col_depth(int64_t rows, int64_t l) {
+  const int64_t ch = std::min<int64_t>(64, rows);
+  return row_depth(ch, l) + kv::ceil_div(rows, 64) - 1;
+}
+/// rms_norm host dW: per_part rows per partial from 0, the used partials summed from 0.
+int64_t rms_dw_depth(int64_t rows, int64_t parts) {
+  const int64_t per = kv::ceil_div(rows, parts), used = kv::ceil_div(rows, per);
+  return (per - 1) + (used - 1);
+}
+
+struct Want {
+  std::string axis, out;
+  int64_t n_eff;
+};
+
+void expect_measured(const std::vector<AxisAudit>& got, const std::vector<Want>& want, const std::string& what) {
+  for (const Want& w : want) {
+    bool found = false;
+    for (const AxisAudit& a : got) {
+      if (a.axis != w.axis || a.out != w.out) continue;
+      found = true;
+      EXPECT_EQ(a.status, "ok") << what << " " << w.axis << ": " << a.note;
+      ASSERT_TRUE(a.measured.has_value()) << what << " " << w.axis;
+      EXPECT_TRUE(a.exact) << what;
+      EXPECT_EQ(a.measured->n_eff, w.n_eff) << what << " " << w.axis << "(" << w.out << ")";
+      EXPECT_LE(a.measured->n_eff, a.declared.n_eff()) << what;
+    }
+    EXPECT_TRUE(found) << what << ": no axis " << w.axis << "(" << w.out << ")";
+  }
+}
+
+struct Shape {
+  std::string str;
+  int64_t rows, n;
+};
+const Shape kShapes[] = {{"8x300", 8, 300}, {"130x96", 130, 96}};
+
+TEST(Audit, RmsNormBwdHostMatchesItsSummationCode) {
+  for (const char* dw : {"fixed_partials", "per_sm", "serial"})
+    for (int nw : {1, 4})
+      for (const char* dt : {"fp32", "bf16"})
+        for (const Shape& s : kShapes) {
+          const kv::Case c = make_case("rms_norm.bwd", "host", dt, s.str, {{"dw", dw}, {"num_warps", std::to_string(nw)}});
+          const int64_t parts = std::string(dw) == "serial" ? 1 : std::string(dw) == "per_sm" ? 32 : 64;
+          expect_measured(audit(c, "host"), {{"row", "dx", row_depth(s.n, 32 * nw)}, {"rows", "dw", rms_dw_depth(s.rows, parts)}},
+                          c.str());
+        }
+}
+
+TEST(Audit, LayerNormAndSoftmaxBwdHostMatchTheirSummationCode) {
+  for (int nw : {1, 4})
+    for (const char* dt : {"fp32", "bf16"})
+      for (const Shape& s : kShapes) {
+        const std::map<std::string, std::string> cfg = {{"num_warps", std::to_string(nw)}};
+        const kv::Case ln = make_case("layer_norm.bwd", "host", dt, s.str, cfg);
+        const auto a = audit(ln, "host");
+        const int64_t col = col_depth(s.rows, 32 * nw);
+        expect_measured(a, {{"rows", "dw", col}, {"rows", "db", col}}, ln.str());
+        for (const AxisAudit& x : a) {
+          if (x.axis == "row") {
+            EXPECT_EQ(x.status, "unmeasurable") << ln.str();
+          }
+        }
+        const kv::Case sm = make_case("softmax.bwd", "host", dt, s.str, cfg);
+        expect_measured(audit(sm, "host"), {{"row", "dx", row_depth(s.n, 32 * nw)}}, sm.str());
+      }
+}
+
+TEST(Audit, DeclaredMinusMeasuredIsTheExactStartOfEachSum) {
+  // Design §3: row axes measure declared - 1, column sums declared - 2.
+  const kv::Case c = make_case("layer_norm.bwd", "host", "fp32", "130x96", {});
+  for (const AxisAudit& a : audit(c, "host")) {
+    if (a.axis == "rows") {
+      EXPECT_EQ(a.measured->n_eff, a.declared.n_eff() - 2);
+    }
+  }
+  const kv::Case s = make_case("softmax.bwd", "host", "fp32", "8x300", {});
+  for (const AxisAudit& a : audit(s, "host")) EXPECT_EQ(a.measured->n_eff, a.declared.n_eff() - 1);
+}
+
+TEST(Audit, OrdersOfTheRmsNormHost) {
+  // desc: one relabelling of every lane; shuffle: the row's order keyed by its row (one
+  // tree per lane: not reconstructed yet, reported inconsistent), dW's row order shared.
+  for (const char* order : {"desc", "shuffle"}) {
+    const kv::Case c = make_case("rms_norm.bwd", "host", "fp32", "200x96", {{"order", order}});
+    for (const AxisAudit& a : audit(c, "host")) {
+      EXPECT_FALSE(a.unsound()) << order << " " << a.axis << ": " << a.note;
+      if (a.axis == "rows" || std::string(order) == "desc") {
+        EXPECT_EQ(a.status, "ok") << order << " " << a.axis << ": " << a.note;
+        EXPECT_EQ(a.measured->n_eff, a.axis == "rows" ? rms_dw_depth(200, 64) : row_depth(96, 128));
+      } else {
+        EXPECT_EQ(a.status, "inconsistent") << a.note;
+      }
+    }
+  }
+}
+
+TEST(Audit, UnprobedAxesAndOpsWithoutSums) {
+  for (const AxisAudit& a : audit(make_case("rms_norm.fwd", "host", "fp32", "8x300", {}), "host")) {
+    EXPECT_EQ(a.status, "unmeasurable");
+    EXPECT_NE(a.note.find("sibling: rms_norm.bwd row"), std::string::npos) << a.note;
+  }
+  const auto g = audit(make_case("swiglu.fwd", "host", "fp32", "8x300", {}), "host");
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].status, "nothing to audit");
+}
+
+TEST(Audit, PlantedFaultsAreFlagged) {
+  const kv::Case c = make_case("rms_norm.bwd", "host.bug.rows_understated", "fp32", "200x96", {});
+  bool seen = false;
+  for (const AxisAudit& a : audit(c, "host.bug.rows_understated"))
+    if (a.axis == "rows") {
+      seen = true;
+      EXPECT_EQ(a.status, "understated");
+      EXPECT_NE(a.note.find("declared n_eff 68 < measured 199"), std::string::npos) << a.note;
+    }
+  EXPECT_TRUE(seen);
+  const kv::Case d = make_case("softmax.bwd", "host.bug.drop_last_term", "fp32", "8x300", {});
+  const auto r = audit(d, "host.bug.drop_last_term");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, "wrong_sum") << r[0].note;
+}
+
+TEST(Audit, CommandExitsOneOnAnUnsoundContract) {
+  const std::string dir = kvtest::tmpdir("audit");
+  auto o = kvtest::sh(KV_TESTBIN, "audit --device host --op rms_norm.bwd --impl host.bug.rows_understated --shape 200x96 --out " + dir);
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("declared n_eff 68 < measured 199"), std::string::npos) << o.text;
+  o = kvtest::sh(KV_TESTBIN, "audit --device host --op softmax.bwd --impl host.bug.drop_last_term --out " + dir);
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("wrong_sum"), std::string::npos) << o.text;
+  o = kvtest::sh(KV_BIN, "audit --device host --op rms_norm.bwd --impl host --dtype bf16 --config num_warps=1 --out " + dir);
+  EXPECT_EQ(o.code, 0) << o.text;
+  std::ifstream f(dir + "/audit.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(f, line)) {
+    const auto j = nlohmann::json::parse(line);
+    for (const char* k : {"op", "impl", "config", "axis", "status", "verdict", "declared", "case"}) EXPECT_TRUE(j.contains(k)) << line;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2 + 1 + 2);  // rows_understated: row, rows; drop_last_term: row; host: row, rows
+}
+
+}  // namespace
