@@ -41,18 +41,19 @@ double read_scale(const AxisProbe& p, const Case& c) {
 
 int significand_bits(DType d) { return static_cast<int>(std::lround(-std::log2(unit_roundoff(d)))); }
 
-ProbeScale probe_scale(DType in, DType acc, DType out, bool indirect) {
+ProbeScale probe_scale(DType in, DType acc, DType out, bool indirect, int64_t divisor) {
+  const Format fi = format_of(in), fa = format_of(acc), fo = format_of(out);
   ProbeScale s;
-  // fp16 terms: u0 = 2^-24 (subnormal in fp16, normal in fp32), so M stays below fp16's max.
-  s.u0 = in == DType::f16 ? std::ldexp(1.0, -24) : 1.0;
-  const int p_acc = significand_bits(acc), p_out = significand_bits(out);
-  int lb = indirect ? std::min(p_acc, p_out) - 4 : std::min(p_out, p_acc - 1);
-  for (; lb >= 1; --lb) {
-    const double M = std::ldexp(s.u0, lb + 1 + p_acc + 2);  // ceil(log2(2^lb + 1)) = lb + 1
-    if (M <= std::ldexp(1.0, 60) && round_to(in, M) == M && std::isfinite(round_to(in, M))) {
-      s.M = M, s.B = int64_t(1) << lb;
-      return s;
-    }
+  s.max_in = std::ldexp(1.0, std::min(fi.emax, 60));
+  s.floor = indirect ? std::ldexp(1.0, std::max(fo.emin, fa.emin)) * static_cast<double>(std::max<int64_t>(divisor, 1))
+                     : std::ldexp(1.0, fo.emin - fo.p + 1);
+  for (int lb = indirect ? std::min(fa.p, fo.p) - 4 : std::min(fo.p, fa.p - 1); lb >= 1; --lb) {
+    // ceil(log2(2^lb + 1)) = lb + 1: M = u0 2^(lb + 1 + p_acc + 2) <= max_in
+    const int e = std::min(0, std::min(fi.emax, 60) - (lb + fa.p + 3));
+    const double u0 = std::ldexp(1.0, e);
+    if (u0 < s.floor || e < fi.emin - fi.p + 1) continue;
+    s.u0 = u0, s.M = std::ldexp(u0, lb + fa.p + 3), s.B = int64_t(1) << lb;
+    return s;
   }
   return s;
 }

@@ -25,15 +25,21 @@ int significand_bits(DType d);
 /// meet, and every other partial is an integer multiple of u0 below 2^p_acc, so exact.
 struct ProbeScale {
   double u0 = 1, M = 0;
-  int64_t B = 0;  // 0: no exact probe fits the dtypes
+  int64_t B = 0;      // 0: no exact probe fits the dtypes
+  double floor = 0;   // the smallest |S| the readout resolves to relative 2^-p
+  double max_in = 0;  // the largest power of two the terms' dtype holds (at most 2^60)
 };
 /// in: the dtype the terms are stored in; acc: the axis's accumulator; out: the dtype the
-/// readout is stored in. A direct readout (the output is S) needs B <= 2^p_out; one read
-/// through up to 3 roundings of relative 2^-p (p = min(p_acc, p_out)), S = v * N, needs
-/// B <= 2^(p - 4): then |v N / u0 - S / u0| <= 3 B 2^-p <= 3/16, inside the 1/4 the audit
-/// accepts off the integer grid. M must be exact and finite in `in` with room for a row of
-/// them in acc (M <= 2^60).
-ProbeScale probe_scale(DType in, DType acc, DType out, bool indirect);
+/// readout is stored in; divisor: N of an indirect readout v = fl(S / N). A direct readout
+/// (the output is S) needs B <= 2^p_out and u0 at least out's smallest subnormal. An
+/// indirect one, through up to 3 roundings of relative 2^-p (p = min(p_acc, p_out)), needs
+/// B <= 2^(p - 4), so that |v N / u0 - S / u0| <= 3 B 2^-p <= 3/16, inside the 1/4 the
+/// audit accepts off the integer grid, and u0 / N normal in out and acc (a subnormal
+/// readout loses the relative precision). M must be exact and finite in `in`, and at most
+/// 2^60, so that a row of them stays finite in acc. u0 is the largest power of two <= 1 that
+/// allows this, B the largest that then fits (fp16 terms: u0 = 2^-23 direct; an indirect
+/// fp16 readout over fp32 sums fits no probe).
+ProbeScale probe_scale(DType in, DType acc, DType out, bool indirect, int64_t divisor);
 
 /// One lane's terms: (position on the axis, value); every other position holds 0.
 struct LaneTerms {
