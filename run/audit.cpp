@@ -32,6 +32,17 @@ class ProbeRunner {
   int64_t lanes() const { return probe_.lanes(c_); }
   int64_t calls = 0;
 
+  /// One call of any terms; per lane the sum S as read (NaN where not finite).
+  std::vector<double> call_terms(const std::vector<LaneTerms>& t) {
+    if (!c_.alias.empty()) probe_.fill_fixed(ts_, c_);  // an output written over an input
+    probe_.fill(ts_, c_, t);
+    run_impl_on(impl_, ts_, c_, p_);
+    ++calls;
+    std::vector<double> v(t.size());
+    for (size_t l = 0; l < t.size(); ++l) v[l] = probe_.read(ts_, c_, static_cast<int64_t>(l), t[l]);
+    return v;
+  }
+
   /// One call; per lane the units read back, S / u0, or -1 where the readout is not on the
   /// integer grid (off by more than 1/4), not finite, or outside [0, units].
   std::vector<int64_t> call(const std::vector<LaneProbe>& lanes) {
@@ -42,13 +53,10 @@ class ProbeRunner {
       for (int64_t k : lanes[l].units) t[l].terms.push_back({k, s_.u0});
       t[l].zero_slot = lanes[l].z;
     }
-    if (!c_.alias.empty()) probe_.fill_fixed(ts_, c_);  // an output written over an input
-    probe_.fill(ts_, c_, t);
-    run_impl_on(impl_, ts_, c_, p_);
-    ++calls;
+    const std::vector<double> v = call_terms(t);
     std::vector<int64_t> got(lanes.size(), -1);
     for (size_t l = 0; l < lanes.size(); ++l) {
-      const double q = probe_.read(ts_, c_, static_cast<int64_t>(l), t[l]) / s_.u0;
+      const double q = v[l] / s_.u0;
       const double k = std::nearbyint(q);
       if (std::isfinite(q) && std::fabs(q - k) <= 0.25 && k >= 0 && k <= static_cast<double>(lanes[l].units.size()))
         got[l] = static_cast<int64_t>(k);
@@ -69,6 +77,7 @@ class ProbeRunner {
 /// lane), the seeded generator.
 struct Ctx {
   ProbeRunner& run;
+  ProbeScale scale;
   int64_t n, block;
   bool zero_slot;
   std::mt19937_64 rng;
@@ -145,7 +154,8 @@ std::string control_units(Ctx& ctx) {
     if (got[i] != static_cast<int64_t>(probes[i].units.size()))
       return "units on positions " + std::to_string(probes[i].units.front()) + ".." +
              std::to_string(probes[i].units.back()) + " read " + (got[i] < 0 ? "off the grid" : std::to_string(got[i])) +
-             ", expected " + std::to_string(probes[i].units.size());
+             ", expected " + std::to_string(probes[i].units.size()) +
+             " (terms dropped or doubled, or an accumulator narrower than the declared one)";
   return {};
 }
 
@@ -188,13 +198,52 @@ std::string spot_check(Ctx& ctx, const SumTree& tree) {
       for (int64_t k : p.units) w += !up.under(up.leaf_node[static_cast<size_t>(k)], a);
       call.push_back(std::move(p)), want.push_back(w);
     }
-    const std::vector<int64_t> got = ctx.run.call(call);
+    const std::vector<int64_t> got = ctx.run.call(call), again = ctx.run.call(call);
+    for (size_t l = 0; l < got.size(); ++l)
+      if (got[l] != again[l])
+        return "nondeterministic: lane " + std::to_string(l) + " read " + std::to_string(got[l]) + ", then " +
+               std::to_string(again[l]) + " from the same call (worst-order trees are not built yet)";
     for (size_t l = 0; l < got.size(); ++l)
       if (got[l] != want[l])
         return "lane " + std::to_string(l) + " does not share the tree of the others (pair " +
                std::to_string(call[l].g) + ", " + std::to_string(call[l].j) + " read " + std::to_string(got[l]) +
                ", the tree gives " + std::to_string(want[l]) + "): per-lane orders (e.g. order=shuffle) are not "
                "reconstructed yet";
+  }
+  return {};
+}
+
+/// The accumulator probe (design §1): leaves a, b, kids of one node, and a leaf c outside
+/// it: a = 1, b = 2^(1 - p_acc), c = -1, the rest 0, in every lane. The declared accumulator
+/// (or a wider one) keeps a + b and reads b; a narrower one rounds a + b to 1 and reads 0.
+/// Empty when it reads b (or no such node exists), else the finding.
+std::string acc_probe(Ctx& ctx, const SumTree& tree, DType acc) {
+  const Up up(tree);
+  for (size_t i = 0; i < tree.nodes.size(); ++i) {
+    const SumTree::Node& v = tree.nodes[i];
+    const int node = static_cast<int>(i);
+    std::vector<int64_t> kids;
+    for (int k : v.kids)
+      if (tree.nodes[static_cast<size_t>(k)].leaf >= 0) kids.push_back(tree.nodes[static_cast<size_t>(k)].leaf);
+    if (kids.size() < 2 || v.size >= ctx.n) continue;
+    int64_t c = -1, z = -1;
+    for (int64_t k = 0; k < ctx.n && (c < 0 || z < 0); ++k) {
+      if (k == kids[0] || k == kids[1]) continue;
+      if (c < 0 && !up.under(up.leaf_node[static_cast<size_t>(k)], node)) c = k;
+      else if (z < 0) z = k;
+    }
+    if (c < 0 || (ctx.zero_slot && z < 0)) continue;
+    // Scaled by a = 2^k so that the readout resolves b (ctx.scale.floor); none fits: no probe.
+    const int k = std::max(0, static_cast<int>(std::ceil(std::log2(ctx.scale.floor))) - 1 + significand_bits(acc));
+    const double a = std::ldexp(1.0, k), b = std::ldexp(a, 1 - significand_bits(acc));
+    if (a > ctx.scale.max_in) return {};
+    std::vector<LaneTerms> t(static_cast<size_t>(ctx.run.lanes()), LaneTerms{{{kids[0], a}, {kids[1], b}, {c, -a}}, z});
+    for (double got : ctx.run.call_terms(t)) {
+      if (std::fabs(got - b) <= b / 4) continue;
+      return "accumulator narrower than the declared " + std::string(dtype_name(acc)) + ": (a + a 2^" +
+             std::to_string(1 - significand_bits(acc)) + ") - a read " + std::to_string(got / a) + " a";
+    }
+    return {};
   }
   return {};
 }
@@ -215,16 +264,17 @@ void judge(AxisAudit& a, int64_t measured, bool exact) {
 void measure_axis(AxisAudit& a, const Case& c, const Impl& impl, const DeviceProfile& p, const AxisProbe& probe,
                   DType acc, const AuditOptions& o) {
   const TensorSet shapes = allocate_tensors(c, registry().op(c.op));
-  const ProbeScale s = probe_scale(shapes.at(probe.pattern).desc.dtype, acc, shapes.at(probe.out).desc.dtype,
-                                   probe.indirect);
   const int64_t n = probe.length(c);
+  const ProbeScale s = probe_scale(shapes.at(probe.pattern).desc.dtype, acc, shapes.at(probe.out).desc.dtype,
+                                   probe.indirect, n);
   if (s.B == 0 || n < (probe.zero_slot ? 4 : 2) || probe.lanes(c) < 1) {
     a.status = "unmeasurable";
-    a.note = s.B == 0 ? "no exact probe fits these dtypes" : "axis too short to probe";
+    a.note = s.B == 0 ? "no exact probe fits these dtypes (the readout of one unit would be subnormal in the output)"
+                      : "axis too short to probe";
     return;
   }
   ProbeRunner run(impl, c, p, probe, s);
-  Ctx ctx{run, n, std::min(s.B, n - (probe.zero_slot ? 3 : 2)), probe.zero_slot, std::mt19937_64(o.seed), {}};
+  Ctx ctx{run, s, n, std::min(s.B, n - (probe.zero_slot ? 3 : 2)), probe.zero_slot, std::mt19937_64(o.seed), {}};
   const std::string wrong = control_units(ctx);
   if (!wrong.empty()) {
     a.status = "wrong_sum", a.note = wrong, a.calls = run.calls;
@@ -243,6 +293,8 @@ void measure_axis(AxisAudit& a, const Case& c, const Impl& impl, const DevicePro
     if (bad.empty()) {
       a.measured = fit_shape(tb.tree), a.exact = true;
       judge(a, a.measured->n_eff, true);
+      const std::string narrow = acc_probe(ctx, tb.tree, acc);
+      if (!narrow.empty()) a.status = "understated", a.note += (a.note.empty() ? "" : "; ") + narrow;
     } else {
       a.status = "inconsistent", a.note = bad;
     }
@@ -261,7 +313,8 @@ void measure_axis(AxisAudit& a, const Case& c, const Impl& impl, const DevicePro
     }
   } else {
     a.status = "inconsistent";
-    a.note = tb.why + (ctx.rejected.empty() ? "" : "; " + ctx.rejected);
+    a.note = tb.why + (ctx.rejected.empty() ? "" : "; " + ctx.rejected) +
+             " (no single tree: lanes summing in different orders, or an order that depends on values)";
   }
   a.calls = run.calls, a.probes = probes;
 }

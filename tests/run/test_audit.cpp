@@ -131,6 +131,23 @@ TEST(Audit, OrdersOfTheRmsNormHost) {
   }
 }
 
+TEST(Audit, Fp16TermsUseASubnormalUnit) {
+  // fp16 terms: u0 = 2^-23 keeps M below fp16's max. The rms_norm row reads S / N, which
+  // would be subnormal in fp16: no probe fits (unmeasurable, never a wrong sum).
+  const kv::Case c = make_case("rms_norm.bwd", "host", "fp16", "130x96", {});
+  for (const AxisAudit& a : audit(c, "host")) {
+    if (a.axis == "row") {
+      EXPECT_EQ(a.status, "unmeasurable") << a.note;
+      EXPECT_NE(a.note.find("no exact probe fits"), std::string::npos) << a.note;
+    }
+  }
+  expect_measured(audit(c, "host"), {{"rows", "dw", rms_dw_depth(130, 64)}}, c.str());
+  const kv::Case s = make_case("softmax.bwd", "host", "fp16", "130x96", {});
+  expect_measured(audit(s, "host"), {{"row", "dx", row_depth(96, 128)}}, s.str());
+  const kv::Case l = make_case("layer_norm.bwd", "host", "fp16", "130x96", {});
+  expect_measured(audit(l, "host"), {{"rows", "dw", col_depth(130, 128)}, {"rows", "db", col_depth(130, 128)}}, l.str());
+}
+
 TEST(Audit, UnprobedAxesAndOpsWithoutSums) {
   for (const AxisAudit& a : audit(make_case("rms_norm.fwd", "host", "fp32", "8x300", {}), "host")) {
     EXPECT_EQ(a.status, "unmeasurable");
@@ -155,6 +172,13 @@ TEST(Audit, PlantedFaultsAreFlagged) {
   const auto r = audit(d, "host.bug.drop_last_term");
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].status, "wrong_sum") << r[0].note;
+  // bf16 accumulation: at 64 terms the units stay exact in bf16, the tree is rebuilt, and
+  // the accumulator probe loses 2^-23 against 1.
+  const kv::Case b = make_case("softmax.bwd", "host.bug.bf16_accumulation", "fp32", "8x64", {});
+  const auto q = audit(b, "host.bug.bf16_accumulation");
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].status, "understated") << q[0].note;
+  EXPECT_NE(q[0].note.find("accumulator narrower than the declared fp32"), std::string::npos) << q[0].note;
 }
 
 TEST(Audit, CommandExitsOneOnAnUnsoundContract) {
