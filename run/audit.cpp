@@ -9,135 +9,14 @@
 #include <random>
 
 #include "ops/audit_probe.hpp"
+#include "run/audit_calls.hpp"
 #include "run/runner.hpp"
 
 namespace kv {
 
 namespace {
 
-/// One lane's probe: +M at g, -M at j (-1: none), u0 at each of units (sorted), the rest 0.
-struct LaneProbe {
-  int64_t g = -1, j = -1;
-  std::vector<int64_t> units;
-  int64_t z = -1;  // the zero slot of an indirect or dx readout
-};
-
-/// The impl run on crafted inputs: one TensorSet, refilled and run per call (run_impl_on).
-class ProbeRunner {
- public:
-  ProbeRunner(const Impl& impl, const Case& c, const DeviceProfile& p, const AxisProbe& probe, ProbeScale s)
-      : impl_(impl), c_(c), p_(p), probe_(probe), s_(s), ts_(allocate_tensors(c, registry().op(c.op))) {
-    probe_.fill_fixed(ts_, c_);
-  }
-  int64_t lanes() const { return probe_.lanes(c_); }
-  int64_t calls = 0;
-
-  /// One call of any terms; per lane the sum S as read (NaN where not finite).
-  std::vector<double> call_terms(const std::vector<LaneTerms>& t) {
-    if (!c_.alias.empty()) probe_.fill_fixed(ts_, c_);  // an output written over an input
-    probe_.fill(ts_, c_, t);
-    run_impl_on(impl_, ts_, c_, p_);
-    ++calls;
-    std::vector<double> v(t.size());
-    for (size_t l = 0; l < t.size(); ++l) v[l] = probe_.read(ts_, c_, static_cast<int64_t>(l), t[l]);
-    return v;
-  }
-
-  /// One call; per lane the units read back, S / u0, or -1 where the readout is not on the
-  /// integer grid (off by more than 1/4), not finite, or outside [0, units].
-  std::vector<int64_t> call(const std::vector<LaneProbe>& lanes) {
-    std::vector<LaneTerms> t(lanes.size());
-    for (size_t l = 0; l < lanes.size(); ++l) {
-      if (lanes[l].g >= 0) t[l].terms.push_back({lanes[l].g, s_.M});
-      if (lanes[l].j >= 0) t[l].terms.push_back({lanes[l].j, -s_.M});
-      for (int64_t k : lanes[l].units) t[l].terms.push_back({k, s_.u0});
-      t[l].zero_slot = lanes[l].z;
-    }
-    const std::vector<double> v = call_terms(t);
-    std::vector<int64_t> got(lanes.size(), -1);
-    for (size_t l = 0; l < lanes.size(); ++l) {
-      const double q = v[l] / s_.u0;
-      const double k = std::nearbyint(q);
-      if (std::isfinite(q) && std::fabs(q - k) <= 0.25 && k >= 0 && k <= static_cast<double>(lanes[l].units.size()))
-        got[l] = static_cast<int64_t>(k);
-    }
-    return got;
-  }
-
- private:
-  const Impl& impl_;
-  const Case& c_;
-  const DeviceProfile& p_;
-  const AxisProbe& probe_;
-  ProbeScale s_;
-  TensorSet ts_;
-};
-
-/// What one axis's probing shares: the runner, the axis length, the block size (units per
-/// lane), the seeded generator.
-struct Ctx {
-  ProbeRunner& run;
-  ProbeScale scale;
-  int64_t n, block;
-  bool zero_slot;
-  std::mt19937_64 rng;
-  std::string rejected;  // the first readout rejected, in words
-};
-
-/// A zero slot for p: the first position outside its units and pair (units sorted).
-int64_t zero_slot_of(const LaneProbe& p, int64_t n) {
-  for (int64_t z = 0; z < n; ++z)
-    if (z != p.g && z != p.j && !std::binary_search(p.units.begin(), p.units.end(), z)) return z;
-  return -1;
-}
-
-/// The positions other than g and j (ascending) in blocks of at most ctx.block.
-std::vector<LaneProbe> blocks_for(const Ctx& ctx, int64_t g, int64_t j) {
-  std::vector<LaneProbe> out;
-  LaneProbe cur{g, j, {}, -1};
-  for (int64_t k = 0; k < ctx.n; ++k) {
-    if (k == g || k == j) continue;
-    cur.units.push_back(k);
-    if (static_cast<int64_t>(cur.units.size()) == ctx.block) out.push_back(cur), cur.units.clear();
-  }
-  if (!cur.units.empty() || out.empty()) out.push_back(cur);
-  if (ctx.zero_slot)
-    for (auto& p : out) p.z = zero_slot_of(p, ctx.n);
-  return out;
-}
-
-/// Runs lane probes packed `lanes` per call in a seeded order; per probe its readout.
-std::vector<int64_t> run_packed(Ctx& ctx, const std::vector<LaneProbe>& probes) {
-  std::vector<size_t> order(probes.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::shuffle(order.begin(), order.end(), ctx.rng);
-  std::vector<int64_t> got(probes.size(), -1);
-  const size_t lanes = static_cast<size_t>(std::max<int64_t>(ctx.run.lanes(), 1));
-  for (size_t b = 0; b < order.size(); b += lanes) {
-    std::vector<LaneProbe> call;
-    for (size_t i = b; i < std::min(order.size(), b + lanes); ++i) call.push_back(probes[order[i]]);
-    const std::vector<int64_t> r = ctx.run.call(call);
-    for (size_t i = 0; i < r.size(); ++i) got[order[b + i]] = r[i];
-  }
-  return got;
-}
-
-/// The oracle: L(g, j) = 2 + sum over blocks of (|K_b| - S_b); -1 where a readout is rejected.
-std::vector<int64_t> lca_sizes(Ctx& ctx, const std::vector<LeafPair>& pairs) {
-  std::vector<LaneProbe> probes;
-  std::vector<size_t> owner;
-  for (size_t i = 0; i < pairs.size(); ++i)
-    for (auto& p : blocks_for(ctx, pairs[i].first, pairs[i].second)) probes.push_back(std::move(p)), owner.push_back(i);
-  const std::vector<int64_t> got = run_packed(ctx, probes);
-  std::vector<int64_t> L(pairs.size(), 2);
-  for (size_t k = 0; k < probes.size(); ++k) {
-    int64_t& l = L[owner[k]];
-    if (got[k] < 0 && ctx.rejected.empty())
-      ctx.rejected = "readout off the grid for pair (" + std::to_string(probes[k].g) + ", " + std::to_string(probes[k].j) + ")";
-    l = got[k] < 0 || l < 0 ? -1 : l + static_cast<int64_t>(probes[k].units.size()) - got[k];
-  }
-  return L;
-}
+using namespace audit_detail;
 
 /// Control (a): units alone, every position in some lane, must read back their count.
 std::string control_units(Ctx& ctx) {
