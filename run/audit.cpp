@@ -59,15 +59,17 @@ struct Up {
   }
 };
 
-/// Two calls in which every lane gets a random pair and one random block of it: each must
-/// read |K \ sub(LCA)| of the shared tree, else the lanes do not share one labelling.
+/// Calls in which every lane (or lane ctx.pin alone) gets a random pair and one random block
+/// of it: each must read |K \ sub(LCA)| of the tree, else the lanes do not share one
+/// labelling. Each call runs twice: readouts that differ are a nondeterministic order.
 std::string spot_check(Ctx& ctx, const SumTree& tree) {
   const Up up(tree);
   std::uniform_int_distribution<int64_t> leaf(0, ctx.n - 1);
-  for (int round = 0; round < 2; ++round) {
-    std::vector<LaneProbe> call;
-    std::vector<int64_t> want;
-    for (int64_t l = 0; l < ctx.run.lanes(); ++l) {
+  const int64_t width = ctx.pin >= 0 ? ctx.pin + 1 : ctx.run.lanes();
+  for (int round = 0; round < (ctx.pin >= 0 ? 8 : 2); ++round) {
+    std::vector<LaneProbe> call(static_cast<size_t>(width));
+    std::vector<int64_t> want(call.size(), -1);
+    for (int64_t l = ctx.pin >= 0 ? ctx.pin : 0; l < width; ++l) {
       int64_t g = leaf(ctx.rng), j = leaf(ctx.rng);
       while (j == g) j = leaf(ctx.rng);
       std::vector<LaneProbe> bl = blocks_for(ctx, g, j);
@@ -75,7 +77,7 @@ std::string spot_check(Ctx& ctx, const SumTree& tree) {
       const int a = up.lca(g, j);
       int64_t w = 0;
       for (int64_t k : p.units) w += !up.under(up.leaf_node[static_cast<size_t>(k)], a);
-      call.push_back(std::move(p)), want.push_back(w);
+      call[static_cast<size_t>(l)] = std::move(p), want[static_cast<size_t>(l)] = w;
     }
     const std::vector<int64_t> got = ctx.run.call(call), again = ctx.run.call(call);
     for (size_t l = 0; l < got.size(); ++l)
@@ -84,10 +86,9 @@ std::string spot_check(Ctx& ctx, const SumTree& tree) {
                std::to_string(again[l]) + " from the same call (worst-order trees are not built yet)";
     for (size_t l = 0; l < got.size(); ++l)
       if (got[l] != want[l])
-        return "lane " + std::to_string(l) + " does not share the tree of the others (pair " +
-               std::to_string(call[l].g) + ", " + std::to_string(call[l].j) + " read " + std::to_string(got[l]) +
-               ", the tree gives " + std::to_string(want[l]) + "): per-lane orders (e.g. order=shuffle) are not "
-               "reconstructed yet";
+        return "lane " + std::to_string(l) + " does not share the tree (pair " + std::to_string(call[l].g) + ", " +
+               std::to_string(call[l].j) + " read " + std::to_string(got[l]) + ", the tree gives " +
+               std::to_string(want[l]) + ")";
   }
   return {};
 }
@@ -116,9 +117,11 @@ std::string acc_probe(Ctx& ctx, const SumTree& tree, DType acc) {
     const int k = std::max(0, static_cast<int>(std::ceil(std::log2(ctx.scale.floor))) - 1 + significand_bits(acc));
     const double a = std::ldexp(1.0, k), b = std::ldexp(a, 1 - significand_bits(acc));
     if (a > ctx.scale.max_in) return {};
-    std::vector<LaneTerms> t(static_cast<size_t>(ctx.run.lanes()), LaneTerms{{{kids[0], a}, {kids[1], b}, {c, -a}}, z});
+    std::vector<LaneTerms> t(static_cast<size_t>(ctx.pin >= 0 ? ctx.pin + 1 : ctx.run.lanes()),
+                             LaneTerms{{{kids[0], a}, {kids[1], b}, {c, -a}}, z});
+    for (int64_t l = 0; l < ctx.pin; ++l) t[static_cast<size_t>(l)] = LaneTerms{};  // pinned: that lane's tree alone
     for (double got : ctx.run.call_terms(t)) {
-      if (std::fabs(got - b) <= b / 4) continue;
+      if (std::fabs(got - b) <= b / 4 || std::isnan(got)) continue;  // NaN: an empty lane, not read
       return "accumulator narrower than the declared " + std::string(dtype_name(acc)) + ": (a + a 2^" +
              std::to_string(1 - significand_bits(acc)) + ") - a read " + std::to_string(got / a) + " a";
     }
@@ -137,6 +140,69 @@ void judge(AxisAudit& a, int64_t measured, bool exact) {
   } else {
     a.status = exact ? "ok" : "lower_bound";
   }
+}
+
+/// A tree rebuilt and spot-checked (in lane ctx.pin alone where pinned), with its
+/// accumulator probe; else why not. budget: the reconstruction ran out of probes.
+struct Built {
+  std::optional<SumTree> tree;
+  std::string why, acc;
+  bool budget = false;
+};
+Built build_tree(Ctx& ctx, const LcaOracle& oracle, DType acc, uint64_t seed, int64_t max_probes) {
+  Built r;
+  const TreeBuild tb = reconstruct(ctx.n, oracle, seed, max_probes);
+  if (tb.status != TreeBuild::Status::ok) {
+    r.budget = tb.status == TreeBuild::Status::budget;
+    r.why = tb.why + (ctx.rejected.empty() ? "" : "; " + ctx.rejected);
+    return r;
+  }
+  r.why = spot_check(ctx, tb.tree);
+  if (!r.why.empty()) return r;
+  r.acc = acc_probe(ctx, tb.tree, acc);
+  r.tree = tb.tree;
+  return r;
+}
+
+/// Lanes that sum in orders of their own (design §3; host rms_norm order=shuffle): the first
+/// kLaneTrees lanes each rebuilt alone, one probe per call in that lane. The deepest of their
+/// trees is measured: exact when they are all the lanes, else a lower bound.
+void lane_trees(AxisAudit& a, Ctx& ctx, const LcaOracle& oracle, DType acc, const AuditOptions& o, int64_t max_calls) {
+  constexpr int64_t kLaneTrees = 4;
+  const int64_t lanes = std::min(ctx.run.lanes(), kLaneTrees);
+  const int64_t blocks = static_cast<int64_t>(blocks_for(ctx, 0, 1).size());
+  std::string narrow;
+  for (ctx.pin = 0; ctx.pin < lanes; ++ctx.pin) {
+    const Built b = build_tree(ctx, oracle, acc, o.seed + static_cast<uint64_t>(ctx.pin), std::max<int64_t>(1, max_calls / lanes / blocks));
+    if (!b.tree) {
+      a.status = "inconsistent";
+      a.note = "lanes sum in different orders, and lane " + std::to_string(ctx.pin) + "'s own tree failed: " + b.why;
+      return;
+    }
+    const MeasuredShape m = fit_shape(*b.tree);
+    if (!a.measured || m.n_eff > a.measured->n_eff) a.measured = m;
+    if (narrow.empty()) narrow = b.acc;
+  }
+  a.exact = lanes == ctx.run.lanes();
+  judge(a, a.measured->n_eff, a.exact);
+  if (!narrow.empty()) a.status = "understated", a.note += (a.note.empty() ? "" : "; ") + narrow;
+  a.note += (a.note.empty() ? "" : "; ") + std::string("lanes sum in different orders: the trees of lanes 0..") +
+            std::to_string(lanes - 1) + " of " + std::to_string(ctx.run.lanes()) + " rebuilt one by one";
+}
+
+/// Pivot paths (design §3 budget): the depths of the first and last leaf, a lower bound.
+void pivot_paths(AxisAudit& a, Ctx& ctx, const LcaOracle& oracle, const std::string& why, const AuditOptions& o) {
+  int64_t lb = -1;
+  for (int64_t g : {int64_t(0), ctx.n - 1}) lb = std::max(lb, pivot_depth(g, ctx.n, oracle));
+  if (lb < 0) {
+    a.status = "inconsistent", a.note = ctx.rejected.empty() ? "pivot path out of range" : ctx.rejected;
+    return;
+  }
+  MeasuredShape m;
+  m.n_eff = lb;
+  a.measured = m;
+  judge(a, lb, false);
+  if (a.status == "lower_bound") a.note = "budget of " + std::to_string(o.max_calls) + " calls spent: " + why;
 }
 
 /// The tree of one axis through one probe, judged.
@@ -165,35 +231,18 @@ void measure_axis(AxisAudit& a, const Case& c, const Impl& impl, const DevicePro
     return lca_sizes(ctx, pairs);
   };
   const int64_t blocks = static_cast<int64_t>(blocks_for(ctx, 0, 1).size());
-  const int64_t max_probes = std::max<int64_t>(1, o.max_calls * probe.lanes(c) / blocks);
-  const TreeBuild tb = reconstruct(n, oracle, o.seed, max_probes);
-  if (tb.status == TreeBuild::Status::ok) {
-    const std::string bad = spot_check(ctx, tb.tree);
-    if (bad.empty()) {
-      a.measured = fit_shape(tb.tree), a.exact = true;
-      judge(a, a.measured->n_eff, true);
-      const std::string narrow = acc_probe(ctx, tb.tree, acc);
-      if (!narrow.empty()) a.status = "understated", a.note += (a.note.empty() ? "" : "; ") + narrow;
-    } else {
-      a.status = "inconsistent", a.note = bad;
-    }
-  } else if (tb.status == TreeBuild::Status::budget) {
-    // Pivot paths (design §3 budget): the depths of the first and last leaf, a lower bound.
-    int64_t lb = -1;
-    for (int64_t g : {int64_t(0), n - 1}) lb = std::max(lb, pivot_depth(g, n, oracle));
-    if (lb < 0) {
-      a.status = "inconsistent", a.note = ctx.rejected.empty() ? "pivot path out of range" : ctx.rejected;
-    } else {
-      MeasuredShape m;
-      m.n_eff = lb;
-      a.measured = m;
-      judge(a, lb, false);
-      if (a.status == "lower_bound") a.note = "budget of " + std::to_string(o.max_calls) + " calls spent: " + tb.why;
-    }
+  const Built b = build_tree(ctx, oracle, acc, o.seed, std::max<int64_t>(1, o.max_calls * probe.lanes(c) / blocks));
+  if (b.tree) {
+    a.measured = fit_shape(*b.tree), a.exact = true;
+    judge(a, a.measured->n_eff, true);
+    if (!b.acc.empty()) a.status = "understated", a.note += (a.note.empty() ? "" : "; ") + b.acc;
+  } else if (b.budget) {
+    pivot_paths(a, ctx, oracle, b.why, o);
+  } else if (b.why.rfind("nondeterministic", 0) == 0) {
+    a.status = "inconsistent", a.note = b.why;
   } else {
-    a.status = "inconsistent";
-    a.note = tb.why + (ctx.rejected.empty() ? "" : "; " + ctx.rejected) +
-             " (no single tree: lanes summing in different orders, or an order that depends on values)";
+    ctx.rejected.clear();
+    lane_trees(a, ctx, oracle, acc, o, std::max<int64_t>(1, o.max_calls - run.calls));
   }
   a.calls = run.calls, a.probes = probes;
 }
