@@ -183,6 +183,26 @@ TEST(Audit, PlantedFaultsAreFlagged) {
   EXPECT_NE(q[0].note.find("accumulator narrower than the declared fp32"), std::string::npos) << q[0].note;
 }
 
+TEST(Audit, ASpentBudgetGivesALowerBoundThatStillFlagsUnderstatement) {
+  // Pivot paths: the depths of the first and last leaf. No pass is claimed on them, but a
+  // depth above the declared n_eff is flagged all the same.
+  kv::AuditOptions o;
+  o.max_calls = 3;
+  const kv::Case s = make_case("softmax.bwd", "host", "fp32", "8x300", {});
+  const auto a = kv::audit_case(s, kv::registry().impl(s.op, "host"), kv::host_profile(), o);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].status, "lower_bound") << a[0].note;
+  EXPECT_FALSE(a[0].exact);
+  EXPECT_LE(a[0].measured->n_eff, row_depth(300, 128));
+  const kv::Case c = make_case("rms_norm.bwd", "host.bug.rows_understated", "fp32", "200x96", {});
+  for (const AxisAudit& x : kv::audit_case(c, kv::registry().impl(c.op, "host.bug.rows_understated"), kv::host_profile(), o)) {
+    if (x.axis == "rows") {
+      EXPECT_EQ(x.status, "understated") << x.note;
+      EXPECT_NE(x.note.find("(a lower bound)"), std::string::npos) << x.note;
+    }
+  }
+}
+
 TEST(Audit, CommandExitsOneOnAnUnsoundContract) {
   const std::string dir = kvtest::tmpdir("audit");
   auto o = kvtest::sh(KV_TESTBIN, "audit --device host --op rms_norm.bwd --impl host.bug.rows_understated --shape 200x96 --out " + dir);
