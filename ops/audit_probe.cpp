@@ -62,7 +62,8 @@ int64_t AxisProbe::length(const Case& c) const { return over_rows ? row_count(c)
 int64_t AxisProbe::lanes(const Case& c) const { return over_rows ? row_len(c) : row_count(c); }
 
 void AxisProbe::fill_fixed(TensorSet& ts, const Case& c) const {
-  const auto vals = fixed_values(c);
+  auto vals = fixed_values(c);
+  for (auto& [name, v] : fixed) vals[name] = v;
   for (auto& s : ts.slots) {
     if (s.role != Role::input || s.desc.name == pattern) continue;
     auto it = vals.find(s.desc.name);
@@ -86,7 +87,7 @@ void AxisProbe::fill(TensorSet& ts, const Case& c, const std::vector<LaneTerms>&
 double AxisProbe::read(const TensorSet& ts, const Case& c, int64_t lane, const LaneTerms& t) const {
   const TensorView o = ts.view(out);
   const double v = over_rows ? o.get(lane) : o.get(lane * row_len(c) + t.zero_slot);
-  return std::isfinite(v) ? v * read_scale(*this, c) : std::nan("");
+  return std::isfinite(v) ? v * read_scale(*this, c) / times : std::nan("");
 }
 
 std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axis) {
@@ -98,6 +99,16 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
   if (op == "layer_norm.bwd" && axis == "rows")
     return {{op, axis, "dw", cols + "; dw[j] = S", true, false, false, "dy"},
             {op, axis, "db", cols + "; db[j] = S", true, false, false, "dy"}};
+  if (op == "layer_norm.bwd" && axis == "row") {
+    // mean = 0, rstd = 1, w = 1: xhat = x, wdy = dy; dx[r, z] = -(xhat_z c1 + c2) at a zero slot.
+    // x = 0: s1 = 0, the readout is -fl(S2 / N). x = 1: s1 and s2 both sum dy, the readout is
+    // -fl(fl(S1 / N) + fl(S2 / N)), read as S once halved; sums in different trees make it
+    // read off the grid or inconsistent, never a tree of their own.
+    const std::string base = "dy[r, :] = pattern, mean = 0, rstd = 1, w = 1; ";
+    return {{op, axis, "dx", base + "x = 0: dx[r, z] = -fl(S2 / N)", false, true, true, "dy", {{"x", 0.0}}, 1, "dx:s2"},
+            {op, axis, "dx", base + "x = 1: dx[r, z] = -fl(fl(S1 / N) + fl(S2 / N))", false, true, true, "dy", {}, 2,
+             "dx:s1+s2"}};
+  }
   if (op == "softmax.bwd" && axis == "row")
     return {{op, axis, "dx", "dy[r, :] = pattern, y = 1; dx[r, z] = -S at a zero slot", false, true, false, "dy"}};
   return {};
@@ -110,7 +121,6 @@ std::string unmeasurable_why(const std::string& op, const std::string& axis) {
   if (key == "softmax.fwd row")
     return "a sum of exp: positive terms only, no cancellation to probe with (sibling: softmax.bwd row)";
   if (key == "layer_norm.fwd row") return "no probe yet (design: mean[r] = fl(S / N), an indirect readout)";
-  if (key == "layer_norm.bwd row") return "no probe yet (design: dx at two zero slots reads S1 and S2)";
   if (op.rfind("cross_entropy", 0) == 0 || op.rfind("fused_linear_cross_entropy", 0) == 0)
     return "no probe yet (sums of exp, or probes through op twins: design §2)";
   return "no probe for this axis";

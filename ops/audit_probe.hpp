@@ -55,6 +55,12 @@ struct AxisProbe {
   bool zero_slot = false;     // the readout needs a zero term outside the lane's probe
   bool indirect = false;      // read through S / N (probe_scale)
   std::string pattern;        // the input that holds the terms
+  /// Fixed inputs set otherwise than the op's defaults (fill_fixed), e.g. x = 0.
+  std::vector<std::pair<std::string, double>> fixed = {};
+  /// The readout counts the sum this many times (two sums read together: 2).
+  double times = 1;
+  /// Names the readout where one output carries several (the output's name otherwise).
+  std::string label = {};
 
   int64_t length(const Case& c) const;  // leaves: the axis's length
   int64_t lanes(const Case& c) const;   // independent sums per call

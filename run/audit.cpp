@@ -297,7 +297,7 @@ std::vector<AxisAudit> audit_case(const Case& c, const Impl& impl, const DeviceP
     }
     for (auto& probe : probes) {
       AxisAudit b = a;
-      b.out = probe.out, b.how = probe.how;
+      b.out = probe.label.empty() ? probe.out : probe.label, b.how = probe.how;
       measure_axis(b, c, impl, p, probe, k.acc_of(axis), o);
       out.push_back(std::move(b));
     }
