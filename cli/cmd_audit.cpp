@@ -34,14 +34,14 @@ std::string shape_of(const ReductionShape& s) {
 void print_table(const std::vector<AxisAudit>& rows) {
   int wi = 4, wc = 6;  // the impl and config columns fit their longest entry
   for (const AxisAudit& a : rows) wi = std::max(wi, static_cast<int>(a.impl.size())), wc = std::max(wc, static_cast<int>(a.config.size()));
-  std::printf("%-16s %-*s %-*s %-10s %-16s %-16s %-14s %s\n", "op", wi, "impl", wc, "config", "axis", "declared s/d/p",
+  std::printf("%-16s %-*s %-*s %-14s %-16s %-16s %-14s %s\n", "op", wi, "impl", wc, "config", "axis", "declared s/d/p",
               "measured s/d/p", "status", "verdict");
   for (const AxisAudit& a : rows) {
     std::string m = "-";
     if (a.measured)
       m = a.exact ? shape_of(a.measured->shape) : ">= " + std::to_string(a.measured->n_eff);
     const std::string axis = a.axis + (a.out.empty() ? "" : "(" + a.out + ")");
-    std::printf("%-16s %-*s %-*s %-10s %-16s %-16s %-14s %s\n", a.op.c_str(), wi, a.impl.c_str(), wc, a.config.c_str(),
+    std::printf("%-16s %-*s %-*s %-14s %-16s %-16s %-14s %s\n", a.op.c_str(), wi, a.impl.c_str(), wc, a.config.c_str(),
                 axis.c_str(), a.axis.empty() ? "-" : shape_of(a.declared).c_str(), m.c_str(), a.status.c_str(),
                 a.verdict().c_str());
     if (!a.note.empty()) std::printf("    %s\n", a.note.c_str());
