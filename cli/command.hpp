@@ -58,6 +58,8 @@ std::unique_ptr<CommandArgs> setup_report(CLI::App& sub);
 int run_report(CommandArgs& args, const Argv& argv);
 std::unique_ptr<CommandArgs> setup_compare(CLI::App& sub);
 int run_compare(CommandArgs& args, const Argv& argv);
+std::unique_ptr<CommandArgs> setup_audit(CLI::App& sub);
+int run_audit(CommandArgs& args, const Argv& argv);
 std::unique_ptr<CommandArgs> setup_worker(CLI::App& sub);
 int run_worker(CommandArgs& args, const Argv& argv);
 std::unique_ptr<CommandArgs> setup_plugin_probe(CLI::App& sub);

@@ -42,6 +42,10 @@ const std::vector<Command>& command_table() {
        setup_report, run_report},
       {"compare", "two reports side by side (two GPUs, or two builds): compare.html and compare.json", setup_compare,
        run_compare},
+      {"audit",
+       "measure the reduction shapes an impl really uses (masking probes, per reduced axis) against its contract: exit 1 "
+       "where the contract understates them",
+       setup_audit, run_audit},
       {"__worker", "internal: the worker process", setup_worker, run_worker},
       {"__plugin-probe", "internal: loads one plugin and answers contract questions", setup_plugin_probe,
        run_plugin_probe},

@@ -19,11 +19,6 @@
 
 namespace kv {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 int64_t mem_available_bytes() {
   std::ifstream f("/proc/meminfo");
   std::string key;
@@ -33,6 +28,11 @@ int64_t mem_available_bytes() {
     if (key == "MemAvailable:") return kb * 1024;
   return int64_t(1) << 40;
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string gib(double bytes) {
   std::ostringstream o;
@@ -204,16 +204,10 @@ void reference_and_enclosure(CaseRun& r) {
   if (!r.plan.streams()) r.whole = whole_reference(r.c, r.op, r.k, r.ts, r.cache);
 }
 
-/// The impl's run, over workspaces poisoned and canaried like tensors.
+/// The impl's run (run_impl_on), timed.
 void run_impl(CaseRun& r) {
-  for (auto& w : r.impl.workspaces(r.c, r.prof)) {
-    auto b = std::make_shared<Buffer>(w.bytes);
-    b->set_label("workspace " + w.name);
-    b->poison(w.poison_as);
-    r.ts.workspaces[w.name] = b;
-  }
   const auto t0 = Clock::now();
-  r.impl.run(r.ts, r.c, r.prof);
+  run_impl_on(r.impl, r.ts, r.c, r.prof);
   r.t_impl = since(t0);
 }
 
@@ -366,6 +360,16 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
 }
 
 }  // namespace
+
+void run_impl_on(const Impl& impl, TensorSet& ts, const Case& c, const DeviceProfile& p) {
+  for (auto& w : impl.workspaces(c, p)) {
+    auto b = std::make_shared<Buffer>(w.bytes);
+    b->set_label("workspace " + w.name);
+    b->poison(w.poison_as);
+    ts.workspaces[w.name] = b;
+  }
+  impl.run(ts, c, p);
+}
 
 nlohmann::json run_case(const std::string& case_str, const RunEnv& env, RefCache& cache) {
   Case c;

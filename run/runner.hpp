@@ -83,6 +83,9 @@ nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string&
 /// share their input's storage). An impl's own workspace is not counted.
 double case_tensor_bytes(const Case& c, const OpBinding& op);
 
+/// The host's available memory (/proc/meminfo MemAvailable), in bytes.
+int64_t mem_available_bytes();
+
 /// The case's tensors with their layouts and aliases: every buffer poisoned, canaried.
 TensorSet allocate_tensors(const Case& c, const OpBinding& op);
 
@@ -96,6 +99,11 @@ struct WholeRef {
   double reference_s = 0, enclose_s = 0;
 };
 WholeRef whole_reference(const Case& c, const OpBinding& op, const Contract& k, const TensorSet& ins, RefCache& cache);
+
+/// The impl's run on ts: its workspaces allocated into ts.workspaces, poisoned and
+/// canaried like tensors (a fresh set each call), then impl.run. The case runner and the
+/// audit's probe calls (run/audit.hpp) both run impls through it.
+void run_impl_on(const Impl& impl, TensorSet& ts, const Case& c, const DeviceProfile& p);
 
 /// Parses, normalizes and runs one case; never throws (errors become verdict `error`).
 nlohmann::json run_case(const std::string& case_str, const RunEnv& env, RefCache& cache);

@@ -114,6 +114,36 @@ class DropLastDwRow : public HostWrapper {
   std::string name_;
 };
 
+/// dW summed serially over every row (dw=serial) under the contract of dw=fixed_partials,
+/// which declares ceil(rows / 64) + 64 roundings per term: an understated reduction
+/// shape, right results (`kverify audit` must flag it; run cannot).
+class RowsUnderstated : public HostWrapper {
+ public:
+  RowsUnderstated(const kv::Impl& base, std::string name) : HostWrapper(base), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  std::vector<kv::ConfigKnob> knobs() const override {
+    std::vector<kv::ConfigKnob> k = base_.knobs();
+    std::erase_if(k, [](const kv::ConfigKnob& x) { return x.name == "dw"; });
+    return k;
+  }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_.contract(with_dw(c, "fixed_partials"), p);
+  }
+  std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_.workspaces(with_dw(c, "serial"), p);
+  }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    base_.run(ts, with_dw(c, "serial"), p);
+  }
+
+ private:
+  static kv::Case with_dw(kv::Case c, const char* dw) {
+    c.config["dw"] = dw;
+    return c;
+  }
+  std::string name_;
+};
+
 /// The planted bug `name` wrapping or planted in `host` (rms_norm.fwd's or .bwd's).
 std::unique_ptr<kv::Impl> make(const kv::Registry& reg, const std::string& name, bool bwd, const std::string& impl) {
   const kv::FaultableHost& host = faultable_host(reg, bwd ? "rms_norm.bwd" : "rms_norm.fwd");
@@ -178,6 +208,8 @@ void register_rms_norm_faults(kv::Registry& r) {
   // shorter than a block of the default num_warps and 1536, 4096, 16384 are whole blocks);
   // the fuzz tests find it.
   r.add(make(r, "drop_tail", false, "host.bug.drop_tail"));
+  // Nor this one: its results are right, its contract is not (the audit's negative control).
+  r.add(std::make_unique<RowsUnderstated>(faultable_host(r, "rms_norm.bwd"), "host.bug.rows_understated"));
 }
 
 const FaultRegistrar registrar("rms_norm", register_rms_norm_faults);

@@ -1,0 +1,129 @@
+// The audit's probes (ops/audit_probe.hpp): the table of design §2 for the ops probed so
+// far, rms_norm.bwd (row, rows), layer_norm.bwd (rows: dw and db) and softmax.bwd (row).
+#include "ops/audit_probe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "ops/rms_norm.hpp"
+
+namespace kv {
+
+namespace {
+
+int64_t row_len(const Case& c) { return c.shape.empty() ? 1 : c.shape.back(); }
+int64_t row_count(const Case& c) {
+  const int64_t n = row_len(c);
+  return n == 0 ? 0 : numel(c.shape) / n;
+}
+
+/// The inputs other than the pattern, each one value throughout (design §2): the sum's
+/// terms reach the accumulator unchanged (x = 1, rstd = 1, w = 1 so W' = 1 ...).
+std::map<std::string, double> fixed_values(const Case& c) {
+  if (c.op == "rms_norm.bwd")  // W' = offset + w = 1 (reference/rms_norm.hpp rms_wprime)
+    return {{"x", 1.0}, {"w", 1.0 - rms_params(c).offset}, {"rstd", 1.0}};
+  if (c.op == "layer_norm.bwd")  // xhat = (x - mean) * rstd = 1 (reference/layer_norm.hpp)
+    return {{"x", 1.0}, {"w", 1.0}, {"mean", 0.0}, {"rstd", 1.0}};
+  if (c.op == "softmax.bwd") return {{"y", 1.0}};  // dx = y * (dy - t) (reference/softmax.hpp)
+  return {};
+}
+
+/// S = (the value read) * this: dx[r, z] = -fl(S / N) for rms_norm's row (c = rstd^3 S / N,
+/// x_z = 1, m_z = 0), dx[r, z] = -S for softmax's, dw[j] = db[j] = S for column sums.
+double read_scale(const AxisProbe& p, const Case& c) {
+  if (p.over_rows) return 1.0;
+  if (p.indirect) return -static_cast<double>(row_len(c));
+  return -1.0;
+}
+
+}  // namespace
+
+int significand_bits(DType d) { return static_cast<int>(std::lround(-std::log2(unit_roundoff(d)))); }
+
+ProbeScale probe_scale(DType in, DType acc, DType out, bool indirect, int64_t divisor) {
+  const Format fi = format_of(in), fa = format_of(acc), fo = format_of(out);
+  ProbeScale s;
+  s.max_in = std::ldexp(1.0, std::min(fi.emax, 60));
+  s.floor = indirect ? std::ldexp(1.0, std::max(fo.emin, fa.emin)) * static_cast<double>(std::max<int64_t>(divisor, 1))
+                     : std::ldexp(1.0, fo.emin - fo.p + 1);
+  for (int lb = indirect ? std::min(fa.p, fo.p) - 4 : std::min(fo.p, fa.p - 1); lb >= 1; --lb) {
+    // ceil(log2(2^lb + 1)) = lb + 1: M = u0 2^(lb + 1 + p_acc + 2) <= max_in
+    const int e = std::min(0, std::min(fi.emax, 60) - (lb + fa.p + 3));
+    const double u0 = std::ldexp(1.0, e);
+    if (u0 < s.floor || e < fi.emin - fi.p + 1) continue;
+    s.u0 = u0, s.M = std::ldexp(u0, lb + fa.p + 3), s.B = int64_t(1) << lb;
+    return s;
+  }
+  return s;
+}
+
+int64_t AxisProbe::length(const Case& c) const { return over_rows ? row_count(c) : row_len(c); }
+int64_t AxisProbe::lanes(const Case& c) const { return over_rows ? row_len(c) : row_count(c); }
+
+void AxisProbe::fill_fixed(TensorSet& ts, const Case& c) const {
+  auto vals = fixed_values(c);
+  for (auto& [name, v] : fixed) vals[name] = v;
+  for (auto& s : ts.slots) {
+    if (s.role != Role::input || s.desc.name == pattern) continue;
+    auto it = vals.find(s.desc.name);
+    const double v = it == vals.end() ? 0.0 : it->second;
+    TensorView t = s.view();
+    for (int64_t i = 0, e = t.desc.numel(); i < e; ++i) t.store(i, v);
+  }
+}
+
+void AxisProbe::fill(TensorSet& ts, const Case& c, const std::vector<LaneTerms>& lanes) const {
+  TensorView t = ts.view(pattern);
+  for (int64_t i = 0, e = t.desc.numel(); i < e; ++i) t.store(i, 0.0);
+  const int64_t n = row_len(c);
+  for (size_t l = 0; l < lanes.size(); ++l)
+    for (auto& [pos, v] : lanes[l].terms) {
+      const int64_t lane = static_cast<int64_t>(l);
+      t.store(over_rows ? pos * n + lane : lane * n + pos, v);
+    }
+}
+
+double AxisProbe::read(const TensorSet& ts, const Case& c, int64_t lane, const LaneTerms& t) const {
+  const TensorView o = ts.view(out);
+  const double v = over_rows ? o.get(lane) : o.get(lane * row_len(c) + t.zero_slot);
+  return std::isfinite(v) ? v * read_scale(*this, c) / times : std::nan("");
+}
+
+std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axis) {
+  const std::string cols = "x = 1, rstd = 1 (mean = 0), w = 1: the rows' terms are dy[:, j] as given";
+  if (op == "rms_norm.bwd" && axis == "row")
+    return {{op, axis, "dx", "dy[r, :] = pattern, x = 1, W' = 1, rstd = 1; dx[r, z] = -fl(S / N) at a zero slot",
+             false, true, true, "dy"}};
+  if (op == "rms_norm.bwd" && axis == "rows") return {{op, axis, "dw", cols + "; dw[j] = S", true, false, false, "dy"}};
+  if (op == "layer_norm.bwd" && axis == "rows")
+    return {{op, axis, "dw", cols + "; dw[j] = S", true, false, false, "dy"},
+            {op, axis, "db", cols + "; db[j] = S", true, false, false, "dy"}};
+  if (op == "layer_norm.bwd" && axis == "row") {
+    // mean = 0, rstd = 1, w = 1: xhat = x, wdy = dy; dx[r, z] = -(xhat_z c1 + c2) at a zero slot.
+    // x = 0: s1 = 0, the readout is -fl(S2 / N). x = 1: s1 and s2 both sum dy, the readout is
+    // -fl(fl(S1 / N) + fl(S2 / N)), read as S once halved; sums in different trees make it
+    // read off the grid or inconsistent, never a tree of their own.
+    const std::string base = "dy[r, :] = pattern, mean = 0, rstd = 1, w = 1; ";
+    return {{op, axis, "dx", base + "x = 0: dx[r, z] = -fl(S2 / N)", false, true, true, "dy", {{"x", 0.0}}, 1, "dx:s2"},
+            {op, axis, "dx", base + "x = 1: dx[r, z] = -fl(fl(S1 / N) + fl(S2 / N))", false, true, true, "dy", {}, 2,
+             "dx:s1+s2"}};
+  }
+  if (op == "softmax.bwd" && axis == "row")
+    return {{op, axis, "dx", "dy[r, :] = pattern, y = 1; dx[r, z] = -S at a zero slot", false, true, false, "dy"}};
+  return {};
+}
+
+std::string unmeasurable_why(const std::string& op, const std::string& axis) {
+  const std::string key = op + " " + axis;
+  if (key == "rms_norm.fwd row")
+    return "a sum of squares: positive terms only, no cancellation to probe with (sibling: rms_norm.bwd row)";
+  if (key == "softmax.fwd row")
+    return "a sum of exp: positive terms only, no cancellation to probe with (sibling: softmax.bwd row)";
+  if (key == "layer_norm.fwd row") return "no probe yet (design: mean[r] = fl(S / N), an indirect readout)";
+  if (op.rfind("cross_entropy", 0) == 0 || op.rfind("fused_linear_cross_entropy", 0) == 0)
+    return "no probe yet (sums of exp, or probes through op twins: design §2)";
+  return "no probe for this axis";
+}
+
+}  // namespace kv
