@@ -1,6 +1,7 @@
 // Helpers shared by the tests: run a case in this process, build case strings.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <cstdlib>
 #include <string>
 
 #include "run/runner.hpp"
@@ -8,6 +9,13 @@
 #include "core/registry.hpp"
 
 namespace kvtest {
+
+/// Sets an environment variable for one scope.
+struct Env {
+  const char* name;
+  Env(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
+  ~Env() { unsetenv(name); }
+};
 
 inline kv::RunEnv host_env() {
   kv::RunEnv env;

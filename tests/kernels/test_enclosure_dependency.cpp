@@ -11,13 +11,9 @@
 
 namespace {
 
-/// Sets an environment variable for one scope.
-struct Env {
-  const char* name;
-  Env(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
-  ~Env() { unsetenv(name); }
-};
+using kvtest::Env;
 
+/// Sets an environment variable for one scope.
 /// FLCE with confident logits (|z| ~ 1.1e5) under cuda's contract: products summed over
 /// 174 steps give the logits a radius of about 4, z - max z was [-8, 8] and row 367's
 /// d = sum exp(z - m) reached 0.

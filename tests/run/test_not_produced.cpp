@@ -10,11 +10,7 @@
 
 namespace {
 
-struct Env {
-  const char* name;
-  Env(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
-  ~Env() { unsetenv(name); }
-};
+using kvtest::Env;
 
 const char* kCase =
     "kv1 op=rms_norm.bwd impl=test.contract_env config=num_warps:4,order:asc,dw:fixed_partials shape=7x123 "
