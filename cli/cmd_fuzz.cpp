@@ -90,6 +90,7 @@ std::unique_ptr<CommandArgs> setup_fuzz(CLI::App& sub) {
   add_common(&sub, f.common);
   f.common.sanitize.every = 100;
   add_sanitize_options(&sub, f.common);
+  add_contract_option(&sub, f.common);
   sub.get_option("--out")->description("campaign directory DIR: campaign.json, results.jsonl, failures.jsonl, "
                                        "shrinks.jsonl, repro/ (default out/fuzz)");
   sub.add_flag("--resume", f.opts.resume,

@@ -23,6 +23,7 @@ std::unique_ptr<CommandArgs> setup_replay(CLI::App& sub) {
   auto a = std::make_unique<ReplayArgs>();
   add_common(&sub, a->common);
   add_sanitize_options(&sub, a->common);
+  add_contract_option(&sub, a->common);
   sub.add_option("case", a->case_str, "the case string (kv1 op=... )")->required();
   sub.add_option("--batch-extra-rows", a->batch_rows,
                  "also run the case with N more leading rows and hold its batch_invariant claims to the shared rows' bits")

@@ -67,6 +67,7 @@ std::unique_ptr<CommandArgs> setup_run(CLI::App& sub) {
   RunArgs& a = *p;
   add_common(&sub, a.common);
   add_sanitize_options(&sub, a.common);
+  add_contract_option(&sub, a.common);
   sub.add_option("--op", a.ops, "op, e.g. rms_norm.fwd (repeatable)");
   sub.add_option("--impl", a.impls, "impl name (default: every impl of the op on the device)");
   sub.add_option("--dtype", a.dtypes, "fp32|fp16|bf16, or per tensor x:bf16,w:fp32 (repeatable)");

@@ -25,6 +25,7 @@ std::unique_ptr<CommandArgs> setup_worker(CLI::App& sub) {
   sub.group("");
   sub.add_option("--device", a->common.device);
   sub.add_option("--device-profile", a->common.profile);
+  sub.add_option("--contract", a->common.contract);
   sub.add_option("--run-id", a->run_id);
   sub.add_option("--repro-dir", a->repro_dir);
   sub.add_option("--outputs-dir", a->outputs_dir);

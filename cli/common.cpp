@@ -70,6 +70,14 @@ void add_common(CLI::App* app, Common& c) {
   add_extension_options(app, c.ext);
 }
 
+void add_contract_option(CLI::App* app, Common& c) {
+  app->add_option("--contract", c.contract,
+                  "declared (default): judge under each impl's declared contract; audited: measure each case's "
+                  "reduction shapes (kverify audit) and judge under those where measured, once per impl version "
+                  "and case geometry")
+      ->check(CLI::IsMember({"declared", "audited"}));
+}
+
 void add_sanitize_options(CLI::App* app, Common& c) {
   app->add_option("--sanitize", c.sanitize.tools,
                   "re-run a sample of the cases under compute-sanitizer tools: memcheck,racecheck,initcheck,synccheck")
@@ -97,6 +105,7 @@ RunEnv make_env(const Common& c) {
   env.device = host_device();
 #endif
   env.device.profile.apply_overrides(c.profile);
+  env.audited = c.contract == "audited";
   for (auto& p : c.ext.plugins) env.sources.plugins.push_back(std::filesystem::absolute(p).string());
   env.sources.worker = c.ext.worker;
   if (!c.ext.worker.empty() && c.ext.worker_timeout_s != ExtensionOptions{}.worker_timeout_s)
@@ -112,6 +121,7 @@ std::vector<std::string> worker_args(const Common& c, const RunEnv& env, const E
   std::vector<std::string> a = {"__worker", "--device", env.device.kind, "--run-id", env.run_id, "--repro-dir",
                                 (std::filesystem::absolute(c.out) / "repro").string()};
   if (!c.profile.empty()) a.insert(a.end(), {"--device-profile", c.profile});
+  if (env.audited) a.insert(a.end(), {"--contract", "audited"});
   if (!env.sources.empty()) a.insert(a.end(), {"--impl-sources", env.sources.to_json().dump()});
   for (auto& x : ext.worker_args()) a.push_back(x);
   return a;

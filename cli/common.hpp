@@ -21,6 +21,7 @@ struct Common {
   bool resume = false;  // run: skip cases already in out/results.jsonl
   ExtensionOptions ext;
   SanitizeOptions sanitize;  // run and replay
+  std::string contract = "declared";  // declared|audited (RunEnv::audited)
 };
 
 /// A seed option's check: decimal digits only (CLI11 alone would read -1 as 2^64 - 1).
@@ -34,6 +35,8 @@ void make_out_dir(const std::string& dir);
 void add_extension_options(CLI::App* app, ExtensionOptions& o);
 /// --device, --device-profile, --timeout, --out, --plugin, --worker, --worker-timeout.
 void add_common(CLI::App* app, Common& c);
+/// --contract declared|audited (run, replay, fuzz, gate).
+void add_contract_option(CLI::App* app, Common& c);
 /// --sanitize and --sanitize-every (run, replay and fuzz; the default sample is c.sanitize.every).
 void add_sanitize_options(CLI::App* app, Common& c);
 /// The device (throws UsageError when it is not there) and a fresh run id.

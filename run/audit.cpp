@@ -93,6 +93,24 @@ std::string spot_check(Ctx& ctx, const SumTree& tree) {
   return {};
 }
 
+/// Whether the same calls read the same (three calls, each twice, a random pair and block
+/// per lane): else the order of the sum changes from call to call (atomics).
+bool repeats(Ctx& ctx) {
+  std::uniform_int_distribution<int64_t> leaf(0, ctx.n - 1);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<LaneProbe> call(static_cast<size_t>(ctx.run.lanes()));
+    for (LaneProbe& p : call) {
+      const int64_t g = leaf(ctx.rng);
+      int64_t j = leaf(ctx.rng);
+      while (j == g) j = leaf(ctx.rng);
+      const std::vector<LaneProbe> bl = blocks_for(ctx, g, j);
+      p = bl[std::uniform_int_distribution<size_t>(0, bl.size() - 1)(ctx.rng)];
+    }
+    if (ctx.run.call(call) != ctx.run.call(call)) return false;
+  }
+  return true;
+}
+
 /// The accumulator probe (design §1): leaves a, b, kids of one node, and a leaf c outside
 /// it: a = 1, b = 2^(1 - p_acc), c = -1, the rest 0, in every lane. The declared accumulator
 /// (or a wider one) keeps a + b and reads b; a narrower one rounds a + b to 1 and reads 0.
@@ -240,6 +258,10 @@ void measure_axis(AxisAudit& a, const Case& c, const Impl& impl, const DevicePro
     pivot_paths(a, ctx, oracle, b.why, o);
   } else if (b.why.rfind("nondeterministic", 0) == 0) {
     a.status = "inconsistent", a.note = b.why;
+  } else if (!repeats(ctx)) {
+    a.status = "nondeterministic";
+    a.note = "the same probes read differently from call to call (an order that changes per run, e.g. atomics): no "
+             "single tree to measure; the declared shape stands (" + b.why + ")";
   } else {
     ctx.rejected.clear();
     lane_trees(a, ctx, oracle, acc, o, std::max<int64_t>(1, o.max_calls - run.calls));

@@ -3,7 +3,8 @@
 // run through the impl (run_impl_on) and rebuilt by FPRev's recursion
 // (check/audit_tree.hpp), then compared with the axis's declared ReductionShape: a contract
 // that declares fewer roundings per term (n_eff) than measured makes the impl's verdicts
-// unsound. Runs in this process (no worker line yet).
+// unsound. Runs in this process: built-in impls and worker impls (through the worker's
+// transport); plugin impls run only in the case-running process (not audited yet).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -28,7 +29,8 @@ struct AxisAudit {
   std::string op, impl, config, axis, out;
   /// ok: measured n_eff <= declared; understated: declared < measured (or a lower bound);
   /// wrong_sum: units alone do not read back their count (terms dropped or doubled);
-  /// inconsistent: no single tree explains the answers (per-lane orders, value-dependent
+  /// nondeterministic: the same probes read differently call to call (atomics; worst-order
+  /// trees not built yet); inconsistent: no single tree explains the answers (per-lane orders, value-dependent
   /// sums); lower_bound: the budget ran out, the depth of pivot leaves measured (no pass
   /// claimed); unmeasurable; declined; "nothing to audit" (the op has no reduced axis).
   std::string status;
@@ -50,5 +52,19 @@ std::string config_str(const Case& c);
 /// Every reduced axis of impl's contract for c (normalized) under profile p, in the
 /// contract's order; one entry "nothing to audit" where the contract has none.
 std::vector<AxisAudit> audit_case(const Case& c, const Impl& impl, const DeviceProfile& p, const AuditOptions& o);
+
+/// An audited contract (deliverable 4, `--contract audited`): the declared contract with each
+/// reduced axis the audit measured exactly (status ok or understated, every output read) set to
+/// the measured shape, the others kept as declared. source: per axis "measured" or "declared
+/// (<why>)"; failure: a sum that drops or doubles terms (wrong_sum), which fails the case.
+struct AuditedContract {
+  Contract k;
+  nlohmann::json source = nlohmann::json::object();
+  std::string failure;
+  bool cached = false;  // taken from this process's cache (same impl version, config, shape)
+};
+/// Audits once per (impl, version, op, config, shape, dtypes, attrs, layout) in this
+/// process (thread-safe) and applies the result to `declared`.
+AuditedContract audited_contract(const Case& c, const Impl& impl, const DeviceProfile& p, const Contract& declared);
 
 }  // namespace kv

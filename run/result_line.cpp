@@ -39,7 +39,7 @@ nlohmann::json result_skeleton(const Case& c, const RunEnv& env) {
           {"device", env.device.to_json()},
           {"build", build_info()},
           {"impl_sources", env.sources.to_json()},
-          {"replay", replay_command(c.str(), env.device, env.sources)}};
+          {"replay", replay_command(c.str(), env.device, env.sources, env.audited ? " --contract audited" : "")}};
 }
 
 nlohmann::json error_result(const Case& c, const RunEnv& env, const std::string& reason) {

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/row_slice.hpp"
 #include "core/safetensors.hpp"
+#include "run/audit.hpp"
 #include "run/repro.hpp"
 
 namespace kv {
@@ -117,6 +118,13 @@ bool validate(CaseRun& r) {
     return false;
   }
   r.k = r.impl.contract(r.c, r.prof);
+  if (r.env.audited) {
+    const AuditedContract a = audited_contract(r.c, r.impl, r.prof, r.k);
+    r.j["contract_declared"] = r.k.to_json();
+    r.k = a.k;
+    r.j["contract_source"] = a.source;
+    if (!a.failure.empty()) r.reasons.push_back("audit: the impl's sums drop or double terms: " + a.failure);
+  }
   r.j["contract"] = r.k.to_json();
   for (auto& n : r.k.not_produced) {
     bool output = false;

@@ -29,6 +29,9 @@ struct RunEnv {
   std::string outputs_dir;
   /// Plugins and worker the run loaded: every result line's replay command names them.
   ImplSources sources;
+  /// --contract audited: each case's reduction shapes are measured by `kverify audit`
+  /// (run/audit.hpp audited_contract) in place of the declared ones, where the audit can.
+  bool audited = false;
 };
 
 /// Generated inputs of one input identity and layout: the input buffers as generation

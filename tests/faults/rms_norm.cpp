@@ -4,10 +4,12 @@
 // (reference/rms_norm.hpp over the host's policy) with one step planted wrong.
 #include "faults/rms_norm.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "faults/faults.hpp"
 #include "ops/rms_norm_host.hpp"
@@ -144,6 +146,51 @@ class RowsUnderstated : public HostWrapper {
   std::string name_;
 };
 
+/// The audit's planted kernel bug (issue 20 acceptance): dW's products dy * t rounded to bf16
+/// (as a Triton kernel's bf16 x bf16 product is) under a contract that neither says so nor
+/// knows its summation order, so it declares "any order" (serial = rows). dW is 64 partials
+/// of consecutive rows, each summed serially in fp32, then the partials serially: about
+/// rows/64 + 63 roundings per term, which the audit measures. dx as the host computes it.
+class DwProductRounded : public HostWrapper {
+ public:
+  DwProductRounded(const kv::Impl& base, std::string name) : HostWrapper(base), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  std::optional<std::string> declines(const kv::Case& c, const kv::DeviceProfile&) const override {
+    if (c.attr("mode") == "none") return "mode none computes t in x's dtype; this planted impl takes llama and gemma";
+    return std::nullopt;
+  }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    kv::Contract k = base_.contract(c, p);
+    const kv::RmsParams q = kv::rms_host_params(c);
+    k.reductions["rows"] = {std::max<int64_t>(q.rows, 1), 0, 0, DType::f32};  // any order
+    return k;
+  }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
+    base_.run(ts, c, p);  // dx (and a dW overwritten below)
+    const kv::RmsParams q = kv::rms_host_params(c);
+    auto x = ts.view("x"), dy = ts.view("dy"), rs = ts.view("rstd"), dw = ts.view("dw");
+    const int64_t parts = 64, per = std::max<int64_t>(1, (q.rows + parts - 1) / parts);
+    std::vector<float> total(static_cast<size_t>(q.n), 0.0f), part(total.size());
+    for (int64_t r0 = 0; r0 < q.rows; r0 += per) {
+      std::fill(part.begin(), part.end(), 0.0f);
+      for (int64_t r = r0; r < std::min(q.rows, r0 + per); ++r) {
+        const float rstd = static_cast<float>(rs.get(r));
+        for (int64_t j = 0; j < q.n; ++j) {
+          float t = static_cast<float>(x.get(r * q.n + j)) * rstd;
+          if (q.mode == kv::RmsMode::llama) t = static_cast<float>(kv::round_to(q.x, t));
+          const float prod = static_cast<float>(kv::round_to(DType::bf16, static_cast<float>(dy.get(r * q.n + j)) * t));
+          part[static_cast<size_t>(j)] += prod;
+        }
+      }
+      for (int64_t j = 0; j < q.n; ++j) total[static_cast<size_t>(j)] += part[static_cast<size_t>(j)];
+    }
+    for (int64_t j = 0; j < q.n; ++j) dw.store(j, total[static_cast<size_t>(j)]);
+  }
+
+ private:
+  std::string name_;
+};
+
 /// The planted bug `name` wrapping or planted in `host` (rms_norm.fwd's or .bwd's).
 std::unique_ptr<kv::Impl> make(const kv::Registry& reg, const std::string& name, bool bwd, const std::string& impl) {
   const kv::FaultableHost& host = faultable_host(reg, bwd ? "rms_norm.bwd" : "rms_norm.fwd");
@@ -210,6 +257,8 @@ void register_rms_norm_faults(kv::Registry& r) {
   r.add(make(r, "drop_tail", false, "host.bug.drop_tail"));
   // Nor this one: its results are right, its contract is not (the audit's negative control).
   r.add(std::make_unique<RowsUnderstated>(faultable_host(r, "rms_norm.bwd"), "host.bug.rows_understated"));
+  // Nor this one: "any order" misses it, an audited contract catches it (tests/run/test_audited_contract.cpp).
+  r.add(std::make_unique<DwProductRounded>(faultable_host(r, "rms_norm.bwd"), "host.bug.dw_product_rounded"));
 }
 
 const FaultRegistrar registrar("rms_norm", register_rms_norm_faults);
