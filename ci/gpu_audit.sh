@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # [contracts] on a GPU machine: `kverify audit` of every CUDA impl at two configs (and dw=atomics
-# where a kernel has it), from the binaries in $DIST. Per run a table in $OUT/<op>.<n>.txt, the
-# rows in $OUT/audit.jsonl, and each exit status in $OUT/exits.txt (1: a contract understated).
+# where a kernel has it), from the binaries in $DIST. The tables in $OUT/audit.txt, the rows in
+# $OUT/audit.jsonl, and each exit status in $OUT/exits.txt (1: a contract understated).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DIST=${DIST:-.dist}
 OUT=${OUT:-out/gpu/audit}
 mkdir -p "$OUT"
 : > "$OUT/exits.txt"
+: > "$OUT/audit.txt"
 n=0
 audit() {  # op dtype shape config
   n=$((n + 1))
-  local t=$OUT/$1.$n.txt
+  local t=$OUT/audit.txt
+  echo "## $*" >> "$t"
   timeout "${AUDIT_TIMEOUT:-300}" "$DIST/kverify" audit --device cuda --impl cuda --op "$1" --dtype "$2" --shape "$3" \
-    ${4:+--config "$4"} --out "$OUT" > "$t" 2>&1
-  echo "$1 $2 $3 ${4:-default} exit $?" >> "$OUT/exits.txt"
+    ${4:+--config "$4"} ${5:+--attrs "$5"} --out "$OUT" >> "$t" 2>&1
+  echo "$1 $2 $3 ${4:-default} exit $?" | tee -a "$t" >> "$OUT/exits.txt"
 }
 for dw in per_sm,num_warps=16 fixed_partials,num_warps=4 atomics,num_warps=8; do
   audit rms_norm.bwd fp32 4096x1024 "dw=$dw"
@@ -29,7 +31,7 @@ for op in cross_entropy.fwd cross_entropy.bwd; do
   for cfg in block_v=row,num_warps=32 block_v=2048,num_warps=8; do audit "$op" fp32 64x8192 "$cfg"; done
 done
 for op in fused_linear_cross_entropy.fwd fused_linear_cross_entropy.bwd; do
-  for cfg in chunk=1024 chunk=256,block_v=2048; do audit "$op" bf16 256x512x2048 "$cfg"; done
+  for cfg in chunk=1024 chunk=256,block_v=2048; do audit "$op" bf16 256x512x2048 "$cfg" grad_rounding=x_dtype; done
 done
 for op in swiglu.fwd swiglu.bwd geglu.fwd geglu.bwd; do audit "$op" bf16 64x4096; done
 for op in rope.fwd rope.bwd; do audit "$op" bf16 2x64x8x128; done
