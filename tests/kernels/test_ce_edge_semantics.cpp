@@ -117,28 +117,30 @@ TEST(CeEdgeSemantics, DefaultsArePyTorchsThroughTheRunner) {
   EXPECT_EQ(kvtest::run_in_process(bad)["verdict"], "fail");
 }
 
-// An ignored row's gradient over logits with +inf (row 0), NaN (row 1) and -inf (row 2), and
-// a row not ignored (row 3): under propagate rows 0 and 1 are NaN throughout and row 2 is 0;
-// under zero every ignored row is an exact 0. Under softcap +inf becomes a finite logit.
+// An ignored row's gradient over logits with +inf (row 0), NaN (row 1), -inf (row 2) and all
+// -inf (row 4), and a row not ignored (row 3): under propagate rows 0, 1 and 4 are NaN
+// throughout and row 2 is 0; under zero every ignored row is an exact 0. Under softcap the
+// infinities become finite logits (rows 0 and 4 then 0).
 TEST(CeEdgeSemantics, IgnoredGradIsTheNamedValueAndTheOtherOneFails) {
   const int64_t v = 8;
   for (const char* ig : {"propagate", "zero"})
     for (const char* red : {"mean", "none"})
       for (const char* cap : {"0", "5"}) {
         Attrs a = {{"reduction", red}, {"softcap", cap}, {"ignored_grad", ig}};
-        Checked k = check(kvtest::op_case("cross_entropy.bwd", {4, v}, "fp32", a), [&](kv::TensorSet& ts) {
-          set_targets(ts, {-100, -100, -100, 2});
+        Checked k = check(kvtest::op_case("cross_entropy.bwd", {5, v}, "fp32", a), [&](kv::TensorSet& ts) {
+          set_targets(ts, {-100, -100, -100, 2, -100});
           auto x = ts.view("logits");
           x.store(0 * v + 3, kInf);
           x.store(1 * v + 5, kNan);
           x.store(2 * v + 5, -kInf);
+          for (int64_t j = 0; j < v; ++j) x.store(4 * v + j, -kInf);
         });
         const std::string what = k.c.str();
         const bool prop = std::string(ig) == "propagate", capped = std::string(cap) != "0";
         const auto& g = k.out_ref("dlogits").v;
-        for (int64_t r = 0; r < 3; ++r)
+        for (int64_t r : {0, 1, 2, 4})
           for (int64_t j = 0; j < v; ++j) {
-            const bool nan = prop && (r == 1 || (r == 0 && !capped));
+            const bool nan = prop && (r == 1 || ((r == 0 || r == 4) && !capped));
             if (nan) EXPECT_TRUE(std::isnan(g[r * v + j])) << what << " row " << r << " [" << j << "]";
             else EXPECT_EQ(g[r * v + j], 0.0) << what << " row " << r << " [" << j << "]";
           }
