@@ -1,6 +1,8 @@
 // Attributes, parameters and generated targets shared by cross_entropy and
 // fused_linear_cross_entropy, and the loss/gradient drivers over rows.
 #pragma once
+#include <limits>
+
 #include "core/inputs.hpp"
 #include "core/mutant.hpp"
 #include "ops/op_base.hpp"
@@ -14,7 +16,9 @@ inline std::vector<AttrSpec> ce_attrs(bool with_weights) {
                              {"label_smoothing", true, hex_float(0.0), {}},
                              {"z_loss", true, hex_float(0.0), {}},
                              {"softcap", true, hex_float(0.0), {}},
-                             {"reduction", false, "mean", {"mean", "sum", "none"}}};
+                             {"reduction", false, "mean", {"mean", "sum", "none"}},
+                             {"empty_mean", false, "nan", {"nan", "zero"}},
+                             {"ignored_grad", false, "propagate", {"propagate", "zero"}}};
   if (with_weights) a.push_back({"weights", false, "none", {"none", "class"}});
   return a;
 }
@@ -85,7 +89,10 @@ void ce_emit_loss(const P& p, const CeParams& q, int64_t rows, const DoubleBuf& 
   if (!rs.all()) return;
   if (q.reduction == CeReduction::sum) return sink(0, 0, total);
   T wsum = ce_weight_sum(p, q, target, w);
-  if (numel_nonignored(q, target) == 0 && !KV_MUTANT_P(p, ce_all_ignored_nan)) return sink(0, 0, p.c(0));
+  if (numel_nonignored(q, target) == 0) {  // empty_mean names the value: NaN (PyTorch's 0/0) or 0
+    const bool nan = (q.empty_mean == CeEmptyMean::nan) != KV_MUTANT_P(p, ce_empty_mean_flipped);
+    return sink(0, 0, p.c(nan ? std::numeric_limits<double>::quiet_NaN() : 0.0));
+  }
   sink(0, 0, p.acc(total / wsum));
 }
 

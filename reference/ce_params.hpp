@@ -20,6 +20,8 @@ inline CeParams ce_params(const Case& c, int64_t v) {
   q.weighted = c.attrs.count("weights") && c.attr("weights") == "class";
   const std::string& r = c.attr("reduction");
   q.reduction = r == "none" ? CeReduction::none : r == "sum" ? CeReduction::sum : CeReduction::mean;
+  q.empty_mean = c.attr("empty_mean") == "zero" ? CeEmptyMean::zero : CeEmptyMean::nan;
+  q.ignored_grad = c.attr("ignored_grad") == "zero" ? CeIgnoredGrad::zero : CeIgnoredGrad::propagate;
   return q;
 }
 

@@ -4,9 +4,14 @@
 //   (1 - ls) * w_t * (lse - z_t) + ls * sum_v w_v (lse - z_v) / V + zl * lse^2,
 // and its gradient with respect to z_u (derived from it, so loss and gradient agree):
 //   (1 - ls) * w_t * (p_u - [u = t]) + ls * (p_u * sum_v w_v / V - w_u / V) + 2 zl lse p_u,
-// times (1 - tanh^2(x_u / s)) under softcap. Rows whose target is ignore_index have loss 0
-// and gradient 0. `mean` divides by the sum of w_t over the other rows; with every row
-// ignored kverify defines loss 0 and gradient 0 (Liger's choice; PyTorch returns NaN).
+// times (1 - tanh^2(x_u / s)) under softcap. Rows whose target is ignore_index have loss 0.
+// `mean` divides by the sum of w_t over the other rows. Where libraries disagree the op
+// names the choice (attributes, defaults PyTorch's as measured on an H100 with 2.11):
+//   empty_mean: `mean` over rows that are all ignored is NaN (nan, PyTorch's 0/0) or 0
+//     (zero, Liger's); sum and none give 0 there either way;
+//   ignored_grad: an ignored row's gradient is 0 * p_u, p the row's softmax (propagate,
+//     PyTorch's: NaN throughout where z holds NaN or +inf or is all -inf, else 0), or an
+//     exact 0 (zero). The dloss of an ignored row never enters (PyTorch's neither).
 // Attributes ls, zl, s enter as fp32 numbers (mandated roundings).
 #pragma once
 #include <cstdint>
@@ -19,6 +24,10 @@
 namespace kv {
 
 enum class CeReduction { none, mean, sum };
+/// `mean` over rows that are all ignored.
+enum class CeEmptyMean { nan, zero };
+/// The gradient of an ignored row.
+enum class CeIgnoredGrad { propagate, zero };
 
 struct CeParams {
   int64_t v = 0;
@@ -26,6 +35,8 @@ struct CeParams {
   double ls = 0, zl = 0, softcap = 0;
   bool weighted = false;
   CeReduction reduction = CeReduction::mean;
+  CeEmptyMean empty_mean = CeEmptyMean::nan;
+  CeIgnoredGrad ignored_grad = CeIgnoredGrad::propagate;
 };
 
 /// Logits enter as exact doubles (cross_entropy) or as computed values (FLCE's x W^T).
@@ -97,14 +108,19 @@ template <class P, class X>
 void ce_row_grad(const P& p, const CeParams& q, const X* x, const double* w, int64_t t,
                  const typename P::T& wbar, const typename P::T& scale, typename P::T* g) {
   using T = typename P::T;
-  if (t == q.ignore_index && !KV_MUTANT_P(p, ce_ignore_as_class0)) {
+  const bool ignored = t == q.ignore_index && !KV_MUTANT_P(p, ce_ignore_as_class0);
+  if (ignored && (q.ignored_grad == CeIgnoredGrad::zero) != KV_MUTANT_P(p, ce_ignored_grad_flipped)) {
     for (int64_t j = 0; j < q.v; ++j) g[j] = p.c(0);
     return;
   }
-  if (t == q.ignore_index) t = 0;
+  if (t == q.ignore_index && !ignored) t = 0;
   CeRowStats<P> st;
   ce_stats(p, q, x, st);
   const T den = st.d;
+  if (ignored) {  // ignored_grad=propagate: 0 * p_j
+    for (int64_t j = 0; j < q.v; ++j) g[j] = p.acc(p.c(0) * p.acc(st.e[j] / den));
+    return;
+  }
   const T LS = p.mand(p.c(q.ls), DType::f32), ZL = p.mand(p.c(q.zl), DType::f32);
   const T S = p.mand(p.c(q.softcap), DType::f32), V = p.c(static_cast<double>(q.v));
   const T zlse2 = p.acc(p.acc(p.c(KV_MUTANT_P(p, ce_b_zloss_no_2) ? 1 : 2) * ZL) * st.lse);

@@ -238,7 +238,9 @@ softmax_bwd_eager, softmax_bwd_compiled = _pair(
 
 # ---- cross_entropy ------------------------------------------------------------------------
 # torch's semantics against kverify's (reference/cross_entropy.hpp):
-# - reduction=mean with every row ignored: torch returns NaN (0/0), kverify defines 0.
+# - reduction=mean with every row ignored: torch returns NaN (0/0), kverify's empty_mean=nan (the
+#   default); an ignored row's gradient is 0 * softmax (NaN where the softmax is), its
+#   ignored_grad=propagate (the default). The other choices are rejected.
 # - label smoothing: the same function (kverify follows PyTorch's weighted smoothing term), but
 #   torch reduces the nll and smoothing terms separately and mixes them after the reduction,
 #   with ls/V and 1 - ls computed in double; kverify mixes per row. Roundings sit elsewhere.
@@ -258,6 +260,10 @@ def _ce_contract(case, compiled, bwd=False):
         raise Unsupported("torch's cross_entropy has no z_loss")
     if av["softcap"] != 0:
         raise Unsupported("torch's cross_entropy has no logit softcap")
+    if case["attrs"].get("empty_mean", "nan") != "nan":
+        raise Unsupported("torch's mean over rows that are all ignored is NaN (0/0): empty_mean=nan only")
+    if bwd and case["attrs"].get("ignored_grad", "propagate") != "propagate":
+        raise Unsupported("torch's gradient of an ignored row is 0 * softmax: ignored_grad=propagate only")
     v, rows = _n_rows(case)
     out = "dlogits" if bwd else "loss"
     reduced = case["attrs"]["reduction"] == "mean" if bwd else case["attrs"]["reduction"] != "none"

@@ -33,7 +33,7 @@ namespace {
 /// Row r of the launch (its segment in this block, values from `src`): the loss or the
 /// gradient, as the file's header says. Every block of the cluster takes the same branches.
 /// Returns whether the row used the cluster's slots of parity `par` (not for an ignored
-/// row): the caller flips the parity after those rows only, so a block writes a set of
+/// row written as zeros): the caller flips the parity after those rows only, so a block writes a set of
 /// slots again only after the cluster passed a barrier of the row between. P: the launch is
 /// plain (no bias, softcap, class weights, label smoothing or z-loss), which the compiler
 /// then drops from the per-element work; the operations left are the same.
@@ -47,7 +47,8 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
   const float V = static_cast<float>(q.v);  // exact: the host takes V <= 2^24
   const int64_t gr = a.row0 + r;
   const int64_t t = a.target[gr * a.target_stride];
-  if (t == q.ignore_index) {  // loss 0, gradient 0
+  const bool ign = t == q.ignore_index;  // loss 0; gradient 0 * p_j under ignored_p, else 0
+  if (ign && !(BWD && q.ignored_p)) {
     if constexpr (BWD) {
       const float zero[VX] = {};
       for (int lc = threadIdx.x; lc < sg.nch; lc += blockDim.x) store_n<Y, VX>(a.g, r, sg.j0(lc), sg.cnt(lc), zero);
@@ -57,7 +58,7 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
     }
     return false;
   }
-  const bool bad = t < 0 || t >= q.v;  // not a class: NaN, never a plausible value
+  const bool bad = !ign && (t < 0 || t >= q.v);  // not a class: NaN, never a plausible value
   float zt = 0.0f;
   if (!BWD && !bad) {  // read before anything of the row is written
     float c[VX];
@@ -81,7 +82,7 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
   block_sum<1>(d, sh.red);
   const float den = cluster_fold<SumOp>(d[0], &sh.slots[par][1], &sh.bcast[1], C);
   const float lse = __fadd_rn(mx, logf(den));
-  const float wt = q.weighted && !bad ? ld_any(a.weight.base, a.weight.dtype, t * a.weight.cs) : 1.0f;
+  const float wt = q.weighted && !bad && !ign ? ld_any(a.weight.base, a.weight.dtype, t * a.weight.cs) : 1.0f;
   if constexpr (!BWD) {
     float loss = __fsub_rn(lse, zt);
     if (q.weighted) loss = __fmul_rn(wt, loss);
@@ -124,6 +125,10 @@ __device__ __forceinline__ bool process_row(const RowArgs& a, const Transform& t
 #pragma unroll
       for (int i = 0; i < VX; ++i) {
         const float pj = div(expf(__fsub_rn(tf.z<P>(c[i]), mx)));
+        if (ign) {  // the definition's 0 * p_j: NaN where the row's softmax is
+          g[i] = __fmul_rn(0.0f, pj);
+          continue;
+        }
         float gj = i == it ? __fsub_rn(pj, 1.0f) : pj;  // the definition's p_t - 1, as it rounds
         if (q.weighted) gj = __fmul_rn(wt, gj);
         if (q.ls > 0.0f) {
@@ -234,7 +239,7 @@ __global__ void __launch_bounds__(kRowsThreads) rows_reduce_kernel(RowsArgs a) {
   a.stats[0] = v[1];
   a.stats[1] = valid > 0 ? 1.0f : 0.0f;
   if (!a.row_loss) return;
-  const float out = a.q.reduction == 2 ? v[0] : (valid > 0 ? __fdiv_rn(v[0], v[1]) : 0.0f);
+  const float out = a.q.reduction == 2 ? v[0] : (valid > 0 ? __fdiv_rn(v[0], v[1]) : a.q.empty_nan ? NAN : 0.0f);
   st_any(a.loss.base, a.loss.dtype, 0, out);
 }
 

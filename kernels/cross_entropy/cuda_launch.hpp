@@ -13,13 +13,17 @@ namespace kv::cecuda {
 using rowcuda::Mat;
 
 /// The attributes as the kernels take them: ls, zl and softcap rounded to fp32 (the
-/// definition's mandated roundings); reduction 0 none, 1 mean, 2 sum.
+/// definition's mandated roundings); reduction 0 none, 1 mean, 2 sum; empty_nan: mean over
+/// rows that are all ignored is NaN (empty_mean=nan); ignored_p: an ignored row's gradient
+/// is 0 * p_j (ignored_grad=propagate), else it is written as zeros without reading the row.
 struct Params {
   int64_t v = 0;
   int64_t ignore_index = -100;
   float ls = 0, zl = 0, softcap = 0;
   int reduction = 1;
   bool weighted = false;
+  bool empty_nan = true;
+  bool ignored_p = true;
 };
 
 /// One launch over `rows` rows of logits. A row is split into `ctas` segments of `block_v`
@@ -55,7 +59,7 @@ struct RowArgs {
 
 /// Sums over the rows (one block of kRowsThreads): the loss total (fwd, from row_loss) and
 /// the weight sum of rows not ignored; writes stats {wsum, any} and, for a forward mean or
-/// sum, the loss (total, or total / wsum; 0 when every row is ignored).
+/// sum, the loss (total, or total / wsum; NaN or 0 as empty_nan says when every row is ignored).
 constexpr int kRowsThreads = 256;
 struct RowsArgs {
   Params q;

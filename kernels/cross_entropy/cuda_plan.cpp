@@ -118,6 +118,8 @@ Params params(const Case& c, int64_t v) {
   p.softcap = static_cast<float>(round_to(DType::f32, q.softcap));
   p.reduction = q.reduction == CeReduction::none ? 0 : q.reduction == CeReduction::mean ? 1 : 2;
   p.weighted = q.weighted;
+  p.empty_nan = q.empty_mean == CeEmptyMean::nan;
+  p.ignored_p = q.ignored_grad == CeIgnoredGrad::propagate;
   return p;
 }
 

@@ -67,7 +67,8 @@ TEST(Strict, ShapesWhoseSizeOverflowsAreUsageErrorsForEveryOp) {
 }
 
 // An output without elements checked nothing: the case is `skip` with the reason, never a
-// pass. (A reduced loss over zero rows is one element, defined as 0, and is checked.)
+// pass. (A reduced loss over zero rows is one element, NaN or 0 as empty_mean names it
+// under mean, 0 under sum, and is checked.)
 TEST(Strict, ACaseWithAnEmptyOutputNeverPasses) {
   int empty = 0, ops = 0;
   std::string others;  // ops whose case has no empty output, with their verdict and reason

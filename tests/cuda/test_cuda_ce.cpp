@@ -3,6 +3,7 @@
 // and keep their determinism claims. Skipped, saying why, without a GPU.
 #include <gtest/gtest.h>
 
+#include "ce_cases.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "op_cases.hpp"
 
@@ -55,7 +56,8 @@ TEST(Cuda, CrossEntropyPassesAcrossDtypesAttributesAndConfigs) {
 
 // The gradient written over the logits (one block and a cluster), padded and misaligned
 // logits, a row too long for the shared-memory cache (read again), Llama 3's vocabulary,
-// every row ignored under mean (loss and gradient 0).
+// every row ignored under mean (the loss NaN or 0 as empty_mean names it, the gradient 0),
+// and NaN/inf logits in ignored rows under either ignored_grad (NaN or an exact 0 there).
 TEST(Cuda, CrossEntropyHandlesInPlaceLayoutsLongRowsAndAllIgnored) {
   REQUIRE_GPU();
   for (const char* bv : {"row", "auto"}) {
@@ -73,17 +75,18 @@ TEST(Cuda, CrossEntropyHandlesInPlaceLayoutsLongRowsAndAllIgnored) {
   expect_pass(cuda_case("cross_entropy.bwd", {2, 100000}, "fp32", {{"z_loss", "1e-4"}}, {{"block_v", "row"}}, "large"));
   expect_pass(cuda_case("cross_entropy.fwd", {2, 128256}, "bf16", {{"label_smoothing", "0.1"}}, {}, "large"));
   // One row, and a seed whose row is ignored: mean over no rows.
-  kv::Case ign = cuda_case("cross_entropy.fwd", {1, 50}, "bf16", {}, {});
-  kv::registry().normalize(ign);
-  const auto& op = kv::registry().op(ign.op);
-  for (ign.seed = 1; ign.seed < 500; ++ign.seed) {
-    kv::TensorSet ts = kv::allocate_tensors(ign, op);
-    op.generate(ign, ts);
-    if (ts.view("target").get(0) == -100) break;
-  }
-  ASSERT_LT(ign.seed, 500u) << "no seed below 500 ignores the row";
+  const uint64_t seed = kvtest::seed_ignoring_every_row(cuda_case("cross_entropy.fwd", {1, 50}, "bf16", {}, {}));
+  ASSERT_LT(seed, 500u) << "no seed below 500 ignores the row";
   for (const char* o : {"cross_entropy.fwd", "cross_entropy.bwd"})
-    expect_pass(cuda_case(o, {1, 50}, "bf16", {}, {}, "normal", ign.seed));
+    for (const char* em : {"nan", "zero"})
+      expect_pass(cuda_case(o, {1, 50}, "bf16", {{"empty_mean", em}}, {}, "normal", seed));
+  for (const char* ig : {"propagate", "zero"})
+    for (const char* dist : {"nan_inject", "inf_inject"}) {
+      expect_pass(cuda_case("cross_entropy.bwd", {64, 300}, "fp32", {{"ignored_grad", ig}}, {}, dist));
+      expect_pass(cuda_case("cross_entropy.bwd", {16, 5000}, "bf16", {{"ignored_grad", ig}, {"softcap", "30"}},
+                            {{"block_v", "2048"}}, dist));
+      expect_pass(cuda_case("fused_linear_cross_entropy.bwd", {64, 32, 100}, "fp32", {{"ignored_grad", ig}}, {}, dist));
+    }
 }
 
 // Refused before launch with the reason: more blocks per row than a cluster holds, two
