@@ -9,7 +9,6 @@ DIST=${DIST:-.dist}
 OUT=${OUT:-out/gpu/contracts}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/machine.txt" 2>&1
-git rev-parse HEAD >> "$OUT/machine.txt" 2>/dev/null
 [ -n "${SKIP_AUDIT:-}" ] || DIST=$DIST OUT=$OUT/audit ci/gpu_audit.sh > /dev/null
 
 both() {  # name, then the run arguments: one run per contract mode

@@ -97,6 +97,8 @@ int run_audit(CommandArgs& args, const Argv&) {
   for (const AxisAudit& a : rows) {
     nlohmann::json j = a.to_json();
     j["case"] = cases[0].str();
+    j["build"] = build_info();  // the commit whose binary measured it
+    j["device_name"] = env.device.name;
     f << j.dump() << "\n";
     unsound |= a.unsound();
   }

@@ -66,5 +66,9 @@ struct AuditedContract {
 /// Audits once per (impl, version, op, config, shape, dtypes, attrs, layout) in this
 /// process (thread-safe) and applies the result to `declared`.
 AuditedContract audited_contract(const Case& c, const Impl& impl, const DeviceProfile& p, const Contract& declared);
+/// The runner's use of it: k (declared) becomes the audited contract, the result line j gets
+/// contract_declared and contract_source; the reason the case fails where a sum is wrong.
+std::optional<std::string> apply_audited_contract(const Case& c, const Impl& impl, const DeviceProfile& p, Contract& k,
+                                                  nlohmann::json& j);
 
 }  // namespace kv

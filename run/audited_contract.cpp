@@ -64,4 +64,14 @@ AuditedContract audited_contract(const Case& c, const Impl& impl, const DevicePr
   return r;
 }
 
+std::optional<std::string> apply_audited_contract(const Case& c, const Impl& impl, const DeviceProfile& p, Contract& k,
+                                                  nlohmann::json& j) {
+  AuditedContract a = audited_contract(c, impl, p, k);
+  j["contract_declared"] = k.to_json();
+  j["contract_source"] = a.source;
+  k = std::move(a.k);
+  if (a.failure.empty()) return std::nullopt;
+  return "audit: the impl's sums drop or double terms: " + a.failure;
+}
+
 }  // namespace kv

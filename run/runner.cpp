@@ -118,13 +118,8 @@ bool validate(CaseRun& r) {
     return false;
   }
   r.k = r.impl.contract(r.c, r.prof);
-  if (r.env.audited) {
-    const AuditedContract a = audited_contract(r.c, r.impl, r.prof, r.k);
-    r.j["contract_declared"] = r.k.to_json();
-    r.k = a.k;
-    r.j["contract_source"] = a.source;
-    if (!a.failure.empty()) r.reasons.push_back("audit: the impl's sums drop or double terms: " + a.failure);
-  }
+  if (r.env.audited)
+    if (auto why = apply_audited_contract(r.c, r.impl, r.prof, r.k, r.j)) r.reasons.push_back(*why);
   r.j["contract"] = r.k.to_json();
   for (auto& n : r.k.not_produced) {
     bool output = false;
