@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/row_slice.hpp"
+#include "core/sites.hpp"
 
 namespace kv {
 
@@ -111,7 +112,7 @@ class StreamPass {
  public:
   StreamPass(const Case& c, const OpBinding& op, const Contract& k, const StreamPlan& plan, const TensorSet& ins,
              const TensorSet& outs)
-      : c_(c), op_(op), k_(k), plan_(plan), ins_(ins), outs_(outs) {
+      : c_(with_sites(c, k)), op_(op), k_(k), plan_(plan), ins_(ins), outs_(outs) {
     for (auto& t : op.tensors(c))
       if (t.role == Role::output) {
         const bool sl = plan.sliced.count(t.name) != 0;
@@ -249,7 +250,7 @@ class StreamPass {
     r_.judge_s += since(t0);
   }
 
-  const Case& c_;
+  const Case c_;  // with the contract's rounding sites
   const OpBinding& op_;
   const Contract& k_;
   const StreamPlan& plan_;

@@ -29,7 +29,7 @@ for op in rms_norm_bwd softmax_bwd; do
   impls="$impls --impl torch_eager=torch_impls:${op}_eager --impl torch_compile=torch_impls:${op}_compiled"
 done
 both torch --worker "python3 examples/worker/kv_worker.py$impls" --worker-timeout 400 --impl torch_eager \
-  --impl torch_compile --op rms_norm.bwd --dtype bf16 --dtype fp32 --shape 2048x1024 --attrs mode=llama,m_rounding=x_dtype
+  --impl torch_compile --op rms_norm.bwd --dtype bf16 --dtype fp32 --shape 2048x1024 --attrs mode=llama
 both torch-softmax --worker "python3 examples/worker/kv_worker.py$impls" --worker-timeout 400 --impl torch_eager \
   --impl torch_compile --op softmax.bwd --dtype bf16 --dtype fp32 --shape 1024x2048
 for name in cuda cuda-softmax torch torch-softmax; do

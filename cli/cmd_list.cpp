@@ -5,6 +5,7 @@
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "core/registry.hpp"
+#include "core/sites.hpp"
 
 namespace kv {
 
@@ -25,6 +26,12 @@ nlohmann::json list_json() {
     nlohmann::json attrs = nlohmann::json::array();
     for (auto& a : op->attrs()) attrs.push_back({{"name", a.name}, {"default", a.def}, {"choices", a.choices}});
     o["attrs"] = attrs;
+    nlohmann::json sites = nlohmann::json::array();  // rounding sites (core/sites.hpp)
+    for (auto& s : sites_of(op->name())) {
+      sites.push_back({{"name", s.name}, {"kind", s.kind}, {"what", s.what}, {"declarable", s.kind != "mandated"}});
+      if (!s.alias.empty()) sites.back()["deprecated_attribute"] = s.alias;
+    }
+    o["rounding_sites"] = sites;
     nlohmann::json impls = nlohmann::json::array();
     for (auto* im : reg.impls(op->name())) {
       if (im->test_only()) continue;
@@ -67,6 +74,10 @@ void print_list(const nlohmann::json& j) {
       }
     }
     std::cout << "\n";
+    std::string sites;
+    for (auto& s : o["rounding_sites"])
+      if (s["declarable"].get<bool>()) append_sep(sites, " ", s["name"].get<std::string>());
+    if (!sites.empty()) std::cout << "  rounding sites: " << sites << "\n";
     for (auto& im : o["impls"]) {
       std::cout << "  impl " << im["impl"].get<std::string>() << " (" << im["device"].get<std::string>() << ")\n";
       for (auto& [k, v] : im["knobs"].items()) {

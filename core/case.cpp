@@ -262,6 +262,7 @@ uint64_t Case::input_id() const {
   c.layout.clear();
   c.alias.clear();
   std::string s = c.str();
+  for (auto& [name, d] : sites) s += " site:" + name + "=" + std::string(dtype_name(d));
   return XXH64(s.data(), s.size(), 1);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,12 +31,21 @@ struct Case {
   std::string dist = "normal";
   uint64_t seed = 0;
   int gen = kGeneratorVersion;
+  /// Rounding sites an impl's contract declares (core/sites.hpp), name -> dtype: not part of
+  /// the case string; set on the copy the reference and the enclosure evaluate, and part of
+  /// input_id() when not empty (they change the op's defined outputs).
+  std::map<std::string, DType> sites;
 
   bool operator==(const Case&) const = default;
 
   /// The replay string: `kv1 op=... impl=... config=k:v,... shape=AxB dtypes=t:d,... attrs=k:v,...
   /// dist=... seed=N gen=N` (plus layout= and alias= when set).
   std::string str() const;
+  /// The dtype a declared rounding site rounds to, if declared.
+  std::optional<DType> site(const std::string& name) const {
+    auto it = sites.find(name);
+    return it == sites.end() ? std::nullopt : std::optional<DType>(it->second);
+  }
   /// Parses a replay string; throws UsageError with the reason.
   static Case parse(std::string_view s);
 

@@ -45,6 +45,11 @@ nlohmann::json Contract::to_json() const {
   j["reductions"] = r;
   j["determinism"] = determinism;
   if (!not_produced.empty()) j["not_produced"] = not_produced;
+  if (!rounding_sites.empty()) {
+    nlohmann::json s = nlohmann::json::object();
+    for (auto& [name, d] : rounding_sites) s[name] = dtype_name(d);
+    j["rounding_sites"] = s;
+  }
   return j;
 }
 
@@ -70,7 +75,7 @@ int64_t count_field(const nlohmann::json& r, const char* key, const std::string&
 Contract Contract::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw UsageError("contract: not a JSON object");
   static const std::set<std::string> keys = {"acc", "u", "fma", "ftz", "math_ulps", "reductions", "determinism",
-                                                 "not_produced"};
+                                                 "not_produced", "rounding_sites"};
   for (auto& [k, v] : j.items())
     if (!keys.count(k)) throw UsageError("contract: unknown field '" + k + "'");
   Contract c;
@@ -139,6 +144,11 @@ Contract Contract::from_json(const nlohmann::json& j) {
       if (!x.is_string()) throw UsageError("contract: not_produced: " + x.dump() + " is not an output name");
       c.not_produced.insert(x.get<std::string>());
     }
+  }
+  if (j.contains("rounding_sites")) {
+    if (!j["rounding_sites"].is_object()) throw UsageError("contract: rounding_sites must map site names to dtypes");
+    for (auto& [name, d] : j["rounding_sites"].items())
+      c.rounding_sites[name] = dtype_field(d, "rounding_sites." + name);
   }
   return c;
 }

@@ -47,6 +47,9 @@ struct Contract {
   /// Outputs of the op this impl does not compute (a norm backward giving dx but not dW):
   /// judged on the others, these listed as not produced (in JSON only when not empty).
   std::set<std::string> not_produced;
+  /// Rounding sites of the op's definition this impl rounds, and to which dtype (core/sites.hpp;
+  /// in JSON only when not empty).
+  std::map<std::string, DType> rounding_sites;
 
   double unit() const { return u > 0 ? u : unit_roundoff(acc); }
   /// Accumulator dtype and unit roundoff of one reduced axis.

@@ -232,8 +232,10 @@ class FlceOp : public PolicyOp<FlceOp> {
 }  // namespace
 
 FlceGeom flce_geom(const Case& c) {
-  return {c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true", c.attr("grad_rounding") == "x_dtype",
-          c.dtypes.at("x")};
+  FlceGeom g{c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true", c.attr("grad_rounding") == "x_dtype",
+             c.dtypes.at("x"), c.dtypes.at("x")};
+  if (auto d = c.site("flce.grad")) g.round_grad = true, g.grad_dtype = *d;  // the attribute's successor
+  return g;
 }
 
 void register_flce_ops(Registry& r) {

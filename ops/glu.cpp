@@ -51,16 +51,17 @@ class GluOp : public PolicyOp<GluOp<Geglu>> {
   void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
     const auto &a = in["a"], &b = in["b"];
     const int64_t n = cols(c);
+    const std::optional<DType> act = c.site("glu.act");
     par_rows(rows(c), parallel, [&](int64_t r) {
       if (!rs.has(r)) return;
       for (int64_t i = r * n; i < (r + 1) * n - KV_MUTANT_P(p, glu_row_tail); ++i) {
         if (!bwd_) {
-          sink(0, i, Geglu ? geglu_fwd(p, a[i], b[i]) : swiglu_fwd(p, a[i], b[i]));
+          sink(0, i, Geglu ? geglu_fwd(p, a[i], b[i], act) : swiglu_fwd(p, a[i], b[i], act));
           continue;
         }
         typename P::T da, db;
-        if (Geglu) geglu_bwd(p, in["dc"][i], a[i], b[i], da, db);
-        else swiglu_bwd(p, in["dc"][i], a[i], b[i], da, db);
+        if (Geglu) geglu_bwd(p, in["dc"][i], a[i], b[i], da, db, act);
+        else swiglu_bwd(p, in["dc"][i], a[i], b[i], da, db, act);
         sink(0, i, da);
         sink(1, i, db);
       }

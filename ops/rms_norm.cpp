@@ -21,6 +21,9 @@ RmsParams rms_params(const Case& c) {
   q.offset = c.attr_real("offset");
   q.m_round_x = c.attrs.count("m_rounding") && c.attr("m_rounding") == "x_dtype";
   q.x = c.dtypes.at("x");
+  q.m_dtype = q.x;
+  if (auto d = c.site("rms_norm.m")) q.m_round_x = true, q.m_dtype = *d;  // the attribute's successor
+  q.dw_product = c.site("rms_norm.dw_product");
   q.n = last_dim(c);
   q.rows = row_count(c);
   return q;

@@ -18,15 +18,16 @@ namespace kv {
 struct FlceGeom {
   int64_t bt = 0, h = 0, v = 0;
   bool bias = false;
-  bool round_grad = false;  // grad_rounding=x_dtype
+  bool round_grad = false;  // grad_rounding=x_dtype, or the site flce.grad
   DType x = DType::f32;     // x's dtype
+  DType grad_dtype = DType::f32;  // what G rounds to where round_grad: x's, or the site's
 };
 
 /// G as the products take it: each g_v rounded to x's dtype under grad_rounding=x_dtype.
 template <class P>
 void flce_round_grad(const P& p, const FlceGeom& g, typename P::T* grad) {
   if (!g.round_grad) return;
-  for (int64_t v = 0; v < g.v; ++v) grad[v] = p.mand(grad[v], g.x);
+  for (int64_t v = 0; v < g.v; ++v) grad[v] = p.mand(grad[v], g.grad_dtype);
 }
 
 /// One row of logits: acc(sum_h x_h W_vh) (+ b_v).

@@ -3,6 +3,7 @@
 // da = dc * b * [0.5 (1 + tanh u) + 0.5 a (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 a^2)].
 // The constants are the fp32 numbers nearest to them (what `0.044715f` gives a kernel).
 #pragma once
+#include <optional>
 #include "core/dtype.hpp"
 #include "core/mutant.hpp"
 
@@ -27,17 +28,21 @@ typename P::T geglu_gelu(const P& p, const typename P::T& A, const typename P::T
 }
 
 template <class P>
-typename P::T geglu_fwd(const P& p, double a, double b) {
+typename P::T geglu_fwd(const P& p, double a, double b, std::optional<DType> act = std::nullopt) {  // site glu.act
   auto A = p.c(a);
   auto gelu = geglu_gelu(p, A, geglu_tanh_u(p, A));
+  if (act) gelu = p.mand(gelu, *act);
   return KV_MUTANT_P(p, gg_no_b) ? gelu : p.acc(gelu * p.c(b));
 }
 
 template <class P>
-void geglu_bwd(const P& p, double dc, double a, double b, typename P::T& da, typename P::T& db) {
+void geglu_bwd(const P& p, double dc, double a, double b, typename P::T& da, typename P::T& db,
+               std::optional<DType> act = std::nullopt) {  // site glu.act: the gelu db takes
   auto A = p.c(a), DC = p.c(dc);
   auto th = geglu_tanh_u(p, A);
-  db = KV_MUTANT_P(p, gg_b_db_no_dc) ? geglu_gelu(p, A, th) : p.acc(DC * geglu_gelu(p, A, th));
+  auto gelu = geglu_gelu(p, A, th);
+  if (act) gelu = p.mand(gelu, *act);
+  db = KV_MUTANT_P(p, gg_b_db_no_dc) ? gelu : p.acc(DC * gelu);
   auto t1 = KV_MUTANT_P(p, gg_b_t1_dropped) ? p.c(0) : p.acc(p.c(0.5) * p.acc(p.c(1) + th));
   auto dth = KV_MUTANT_P(p, gg_b_dth_sign) ? p.acc(p.c(1) + p.acc(th * th)) : p.acc(p.c(1) - p.acc(th * th));
   auto c3a2 = p.acc(p.c(KV_MUTANT_P(p, gg_b_c3_as_c) ? kGeluC : kGeluC3) * p.acc(A * A));

@@ -4,6 +4,7 @@
 // ops/rms_norm.cpp runs these rows as the reference, its enclosure and the host impl.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -18,7 +19,9 @@ struct RmsParams {
   RmsMode mode = RmsMode::llama;
   double eps = 1e-6;     // as given; rounded to the compute dtype (a mandated rounding)
   double offset = 0.0;   // W' = offset + w, computed in the compute dtype
-  bool m_round_x = false;  // bwd: m = dy * W' rounded to x's dtype (HF autograd) or kept (Liger)
+  bool m_round_x = false;  // bwd: m = dy * W' rounded to m_dtype (HF autograd) or kept (Liger)
+  DType m_dtype = DType::f32;  // x's dtype (m_rounding=x_dtype), or the site rms_norm.m's
+  std::optional<DType> dw_product;  // site rms_norm.dw_product: each dW term dy * t rounded to it
   DType x = DType::f32;    // x's dtype (llama's intermediate rounding, none's compute dtype)
   int64_t rows = 0, n = 0;
   /// fp32, or x's dtype in mode none.
@@ -117,7 +120,7 @@ void rms_bwd_row(const P& p, const RmsParams& q, const double* dy, const double*
   for (int64_t j = 0; j < q.n; ++j) {
     T mj = p.c(dy[j]) * (KV_MUTANT_P(p, rms_h_m_no_w) ? p.c(1) : wp[j]);
     if (KV_MUTANT_P(p, rms_h_m_double_rounding) && m_round) mj = p.mand(mj, DType::f32);
-    m[j] = m_round ? p.mand(mj, q.x) : p.acc(mj);
+    m[j] = m_round ? p.mand(mj, q.m_dtype) : p.acc(mj);
     s.add(p.acc(m[j] * p.c(x[j])));
   }
   T sum = p.finish(s, "row");
@@ -129,7 +132,7 @@ void rms_bwd_row(const P& p, const RmsParams& q, const double* dy, const double*
     const T a = p.acc(r * m[j]), b = p.acc(c * xj);
     dx[j] = KV_MUTANT_P(p, rms_h_dx_sign) ? p.acc(a + b) : p.acc(a - b);
     T t = rms_xr(p, q, KV_MUTANT_P(p, rms_h_dw_no_rstd) ? xj : xj * r, llama);
-    dw(j, p.acc(p.c(dy[j]) * t));
+    dw(j, q.dw_product ? p.mand(p.c(dy[j]) * t, *q.dw_product) : p.acc(p.c(dy[j]) * t));
   }
 }
 

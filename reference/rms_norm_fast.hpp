@@ -187,6 +187,8 @@ void dispatch(const RmsParams& q, DType acc, F&& f) {
 
 /// Whether the fast pass applies (x in a float format); otherwise run the generic one.
 inline bool rms_fast_applies(const RmsParams& q) {
+  // Declared rounding sites other than m in x's dtype take the generic pass.
+  if (q.dw_product || (q.m_round_x && q.m_dtype != q.x)) return false;
   return q.x == DType::f32 || q.x == DType::f16 || q.x == DType::bf16;
 }
 

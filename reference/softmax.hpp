@@ -3,6 +3,7 @@
 // exp an fp32 math function with declared ulps, the sums run along axis "row".
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -28,10 +29,13 @@ void softmax_fwd_row(const P& p, int64_t n, const double* x, typename P::T* y) {
 }
 
 template <class P>
-void softmax_bwd_row(const P& p, int64_t n, const double* dy, const double* y, typename P::T* dx) {
+void softmax_bwd_row(const P& p, int64_t n, const double* dy, const double* y, typename P::T* dx,
+                     std::optional<DType> dy_y = std::nullopt) {  // site softmax.bwd_dy_y
   auto s = p.sum();
   for (int64_t j = 0; j < n - KV_MUTANT_P(p, sm_b_sum_tail); ++j) {
-    auto q = KV_MUTANT_P(p, sm_b_sum_of_dy) ? p.c(dy[j]) : p.acc(p.c(dy[j]) * p.c(y[j]));
+    auto q = KV_MUTANT_P(p, sm_b_sum_of_dy) ? p.c(dy[j])
+             : dy_y                         ? p.mand(p.c(dy[j]) * p.c(y[j]), *dy_y)
+                                            : p.acc(p.c(dy[j]) * p.c(y[j]));
     s.add(KV_MUTANT_P(p, sm_b_prod_bf16) ? p.mand(q, DType::bf16) : q);
   }
   auto t = p.finish(s, "row");

@@ -2,6 +2,7 @@
 // db = dc * silu(a); da = dc * b * sigmoid(a) * (1 + a * (1 - sigmoid(a))). Every operation
 // is an accumulator operation (fp32); exp is an fp32 math function with declared ulps.
 #pragma once
+#include <optional>
 #include <utility>
 
 #include "core/dtype.hpp"
@@ -27,19 +28,22 @@ typename P::T swiglu_sigmoid(const P& p, double a) {
 }
 
 template <class P>
-typename P::T swiglu_fwd(const P& p, double a, double b) {
+typename P::T swiglu_fwd(const P& p, double a, double b, std::optional<DType> act = std::nullopt) {  // site glu.act
   if (KV_MUTANT_P(p, sw_ab_swapped)) std::swap(a, b);
   auto A = p.c(a);
   auto silu = KV_MUTANT_P(p, sw_silu_no_a) ? swiglu_sigmoid(p, a) : p.acc(A * swiglu_sigmoid(p, a));
+  if (act) silu = p.mand(silu, *act);
   return KV_MUTANT_P(p, sw_no_b) ? silu : p.acc(silu * p.c(b));
 }
 
 /// da and db of one element.
 template <class P>
-void swiglu_bwd(const P& p, double dc, double a, double b, typename P::T& da, typename P::T& db) {
+void swiglu_bwd(const P& p, double dc, double a, double b, typename P::T& da, typename P::T& db,
+                std::optional<DType> act = std::nullopt) {  // site glu.act: the silu db takes
   auto A = p.c(a), DC = p.c(dc);
   auto sig = swiglu_sigmoid(p, KV_MUTANT_P(p, sw_b_sigmoid_of_b) ? b : a);
   auto silu = p.acc(A * sig);
+  if (act) silu = p.mand(silu, *act);
   db = p.acc(DC * (KV_MUTANT_P(p, sw_b_db_no_a) ? sig : silu));
   auto one_sig = KV_MUTANT_P(p, sw_b_inner_sign) ? p.acc(p.c(1) + sig) : p.acc(p.c(1) - sig);
   auto inner = p.acc(p.c(1) + (KV_MUTANT_P(p, sw_b_inner_no_a) ? one_sig : p.acc(A * one_sig)));

@@ -2,7 +2,19 @@
 // poisoned and canaried, aliased outputs sharing their input's storage.
 #include "run/runner.hpp"
 
+#include <fstream>
+
 namespace kv {
+
+int64_t mem_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return int64_t(1) << 40;
+}
 
 double case_tensor_bytes(const Case& c, const OpBinding& op) {
   double bytes = 0;

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "check/judge.hpp"
+#include "core/sites.hpp"
 
 namespace kv {
 
@@ -48,7 +49,8 @@ void RefCache::put_inputs(uint64_t key, std::shared_ptr<InputSnapshot> s) {
   inputs_.emplace_back(key, std::move(s));
 }
 
-WholeRef whole_reference(const Case& c, const OpBinding& op, const Contract& k, const TensorSet& ins, RefCache& cache) {
+WholeRef whole_reference(const Case& c_as_run, const OpBinding& op, const Contract& k, const TensorSet& ins, RefCache& cache) {
+  const Case c = with_sites(c_as_run, k);  // the definition with the contract's rounding sites
   WholeRef w;
   auto t0 = Clock::now();
   const uint64_t iid = c.input_id();

@@ -15,20 +15,11 @@
 #include "core/error.hpp"
 #include "core/row_slice.hpp"
 #include "core/safetensors.hpp"
+#include "core/sites.hpp"
 #include "run/audit.hpp"
 #include "run/repro.hpp"
 
 namespace kv {
-
-int64_t mem_available_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return int64_t(1) << 40;
-}
 
 namespace {
 
@@ -120,6 +111,7 @@ bool validate(CaseRun& r) {
   r.k = r.impl.contract(r.c, r.prof);
   if (r.env.audited)
     if (auto why = apply_audited_contract(r.c, r.impl, r.prof, r.k, r.j)) r.reasons.push_back(*why);
+  check_sites(r.c.op, r.k, r.impl.name());
   r.j["contract"] = r.k.to_json();
   for (auto& n : r.k.not_produced) {
     bool output = false;

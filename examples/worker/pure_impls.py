@@ -1,5 +1,6 @@
-"""Pure-Python host impls (device "host") for kverify's worker tests: rms_norm.fwd and softmax.fwd
-in emulated fp32, in OPS.md's operation order, and a deliberately wrong rms_norm.fwd.
+"""Pure-Python host impls (device "host") for kverify's worker tests: rms_norm.fwd, softmax.fwd and
+softmax.bwd (with a declared rounding site) in emulated fp32, in OPS.md's operation order, and
+deliberately wrong rms_norm.fwd and softmax.bwd.
 
 fp32 is emulated by computing each operation in double and rounding the result to fp32 (f32).
 For +, -, *, / and sqrt of fp32 operands that is exactly fp32's RN result: double has
@@ -148,3 +149,49 @@ def softmax_fwd(t, case):
             d = f32(d + ej)
         y.extend(f32(_div(ej, d)) for ej in e)
     return {"y": Array(y, x.shape, case["dtypes"]["y"])}
+
+
+# ---- softmax.bwd, with a rounding site --------------------------------------------------------
+
+
+def softmax_bwd_contract(case):
+    """A serial fp32 row sum of dy_j * y_j, each product rounded to bf16 first: the rounding
+    site softmax.bwd_dy_y, declared (as ATen's bf16 backward rounds it)."""
+    dt = case["dtypes"]
+    if not dt["dy"] == dt["y"] == dt["dx"] == "fp32":
+        raise Unsupported("pure softmax.bwd: fp32 dy, y and dx only")
+    n, _ = _rows(case)
+    return {
+        "acc": "fp32",
+        "fma": False,
+        "ftz": False,
+        "math_ulps": {},
+        "reductions": {"row": {"serial": n, "depth": 0, "partials": 0}},
+        "determinism": {"dx": ALL_CLAIMS},
+        "rounding_sites": {"softmax.bwd_dy_y": "bf16"},
+    }
+
+
+def _softmax_bwd(t, case, rounded):
+    dy, y = t["dy"], t["y"]
+    n, _ = _rows(case)
+    dx = []
+    for r in range(len(y.data) // n):
+        s = 0.0
+        for j in range(r * n, (r + 1) * n):
+            p = dy.data[j] * y.data[j]  # exact in double: two fp32 significands are 48 bits
+            s = f32(s + (round_to("bf16", p) if rounded else f32(p)))
+        for j in range(r * n, (r + 1) * n):
+            dx.append(f32(y.data[j] * f32(dy.data[j] - s)))
+    return {"dx": Array(dx, y.shape, "fp32")}
+
+
+@impl(op="softmax.bwd", device="host", contract=softmax_bwd_contract, version="pure_impls 1")
+def softmax_bwd(t, case):
+    return _softmax_bwd(t, case, True)
+
+
+@impl(op="softmax.bwd", device="host", contract=softmax_bwd_contract, version="pure_impls 1 (wrong on purpose)")
+def softmax_bwd_unrounded(t, case):
+    """Declares the site and does not round there: kverify's tests must see it fail."""
+    return _softmax_bwd(t, case, False)

@@ -163,17 +163,25 @@ def _rms_contract(case, compiled, bwd=False):
         raise Unsupported("HF LlamaRMSNorm: mode=llama only")
     if av["offset"] != 0:
         raise Unsupported("HF LlamaRMSNorm has no weight offset: offset=0 only")
+    sites = {}
     if bwd:
-        if a["m_rounding"] != "x_dtype":
-            raise Unsupported("autograd rounds dy*w to x's dtype: m_rounding=x_dtype only")
         if not dt["dy"] == dt["x"] == dt["w"] == dt["dx"] == dt["dw"]:
             # Mixed dtypes make autograd round dy*w twice (to fp32, then to x's dtype), where
-            # kverify's m_rounding=x_dtype rounds once.
+            # kverify's rounding site rounds once.
             raise Unsupported("bwd needs one dtype for dy, x, w, dx, dw")
+        if dt["x"] != "fp32":
+            # Autograd's products are tensors in x's dtype: m = dy*w (the attribute
+            # m_rounding=x_dtype says the same and is deprecated), and each dW term dy * t.
+            if a.get("m_rounding", "fp32") != "x_dtype":
+                sites["rms_norm.m"] = dt["x"]
+            sites["rms_norm.dw_product"] = dt["x"]
     n, rows = _n_rows(case)
     axes = {"row": n, "rows": rows} if bwd else {"row": n}
     outs = (["dx"], ["dw"]) if bwd else (["y", "rstd"], [])
-    return _contract(compiled, {"rsqrt": 2}, axes, *outs)
+    c = _contract(compiled, {"rsqrt": 2}, axes, *outs)
+    if sites:
+        c["rounding_sites"] = sites
+    return c
 
 
 def _rms_fwd(graph, t, case):
@@ -184,9 +192,9 @@ def _rms_fwd(graph, t, case):
 
 
 def _rms_bwd(graph, t, case):
-    """dx, dw by autograd. Note: autograd's dw rounds each dy * (x rstd).to(x dtype) product to
-    w's dtype before the sum over rows (a bf16 multiply); kverify's definition (Liger's) keeps
-    the products in fp32 (OPS.md), so bf16/fp16 dw may fail for that reason alone."""
+    """dx, dw by autograd. Autograd's dw rounds each dy * (x rstd).to(x dtype) product to w's
+    dtype before the sum over rows (a bf16 multiply): the contract declares the rounding site
+    rms_norm.dw_product (kverify's definition, Liger's, keeps the products in fp32)."""
     n = t["x"].shape[-1]
     x = t["x"].reshape(-1, n).detach().requires_grad_(True)
     w = t["w"].detach().requires_grad_(True)
@@ -220,7 +228,11 @@ def _softmax_contract(case, compiled, bwd=False):
     if bwd and not (dt["dy"] == dt["y"] and (dt["dx"] == dt["y"] or (dt["y"] == "fp32" and dt["dx"] != "fp32"))):
         raise Unsupported("softmax backward: dy and y in one dtype; dx in it, or a half type under fp32 y")
     n, _ = _n_rows(case)
-    return _contract(compiled, {} if bwd else {"exp": 2}, {"row": n}, ["dx" if bwd else "y"], [])
+    c = _contract(compiled, {} if bwd else {"exp": 2}, {"row": n}, ["dx" if bwd else "y"], [])
+    if bwd and not compiled and dt["dy"] != "fp32":
+        # ATen's softmax backward computes dy * y as a tensor in dy's dtype.
+        c["rounding_sites"] = {"softmax.bwd_dy_y": dt["dy"]}
+    return c
 
 
 def _softmax_fwd(graph, t, case):

@@ -53,6 +53,17 @@ TEST(External, PythonWorkerImplsPassAndAWrongOneFails) {
     if (r["impl"] == "py") EXPECT_EQ(r["contract"]["reductions"]["row"]["serial"], r["shape"].back()) << r.dump();
 }
 
+TEST(External, AWorkerContractsRoundingSitesReachTheReference) {
+  const std::string out = kvtest::tmpdir("worker_sites");
+  Out o = sh(KV_BIN, "run " + worker("--impl py=pure_impls:softmax_bwd --impl bad=pure_impls:softmax_bwd_unrounded") +
+                         " --op softmax.bwd --impl py --impl bad --dtype fp32 --shape 3x37 --shape 2x200 --out " + out);
+  auto rs = results(out);
+  ASSERT_EQ(rs.size(), 4u) << o.text;
+  for (auto& v : verdicts(rs, "py")) EXPECT_EQ(v, "pass") << o.text;
+  for (auto& v : verdicts(rs, "bad")) EXPECT_EQ(v, "fail") << o.text;  // declared, not done
+  for (auto& r : rs) EXPECT_EQ(r["contract"]["rounding_sites"]["softmax.bwd_dy_y"], "bf16") << r.dump();
+}
+
 TEST(External, ExamplePluginHostPathPasses) {
   const std::string out = kvtest::tmpdir("plugin_ok");
   Out o = sh(KV_BIN, "run --plugin " KV_EXAMPLE_PLUGIN " --op rms_norm.fwd --impl plugin_host --dtype fp32 --dtype bf16"

@@ -89,6 +89,7 @@ RefSetup make(int64_t rows, int64_t n, DType xd, kv::RmsMode mode, double offset
   s.q.n = n;
   s.q.offset = offset;
   s.q.m_round_x = m_round_x;
+  s.q.m_dtype = xd;  // m_rounding=x_dtype
   auto draw = [&](const char* name, std::vector<int64_t> shape, std::vector<double>& out, const std::string& dd,
                   double shift, double scale, DType t) {
     out.resize(static_cast<size_t>(kv::numel(shape)));

@@ -1,0 +1,55 @@
+// Rounding sites (core/sites.hpp): the table every op's definition honours.
+#include "core/sites.hpp"
+
+#include "core/error.hpp"
+
+namespace kv {
+
+const std::vector<SiteDef>& site_defs() {
+  static const std::vector<SiteDef> s = {
+      {"rms_norm.xr", {"rms_norm.fwd", "rms_norm.bwd"}, "mandated", "mode llama: x*rstd rounded to fp32, then to x's dtype", ""},
+      {"rms_norm.eps", {"rms_norm.fwd", "rms_norm.bwd"}, "mandated", "eps rounded to the compute dtype", ""},
+      {"rms_norm.m", {"rms_norm.bwd"}, "product", "m = dy * (offset + w), the term of the row sum and of dx", "m_rounding=x_dtype"},
+      {"rms_norm.dw_product", {"rms_norm.bwd"}, "product", "each dW term dy * t, t = x*rstd (as llama rounds it)", ""},
+      {"softmax.bwd_dy_y", {"softmax.bwd"}, "product", "each term dy * y of the row sum t = sum(dy * y)", ""},
+      {"glu.act", {"swiglu.fwd", "swiglu.bwd", "geglu.fwd", "geglu.bwd"}, "value",
+       "the activation silu(a) or gelu(a) before its product with b (and, backward, in db = dc * act)", ""},
+      {"ce.attrs", {"cross_entropy.fwd", "cross_entropy.bwd", "fused_linear_cross_entropy.fwd", "fused_linear_cross_entropy.bwd"},
+       "mandated", "label_smoothing, z_loss and softcap rounded to fp32", ""},
+      {"flce.grad", {"fused_linear_cross_entropy.bwd"}, "value",
+       "the logits' gradient after its scale, before the dx and dW products", "grad_rounding=x_dtype"},
+      {"layer_norm.eps", {"layer_norm.fwd", "layer_norm.bwd"}, "mandated", "eps rounded to fp32", ""},
+      {"rope_table.angle", {"rope_table.fwd"}, "mandated", "pos * inv_freq rounded to fp32", ""},
+  };
+  return s;
+}
+
+std::vector<SiteDef> sites_of(const std::string& op) {
+  std::vector<SiteDef> out;
+  for (auto& s : site_defs())
+    for (auto& o : s.ops)
+      if (o == op) out.push_back(s);
+  return out;
+}
+
+void check_sites(const std::string& op, const Contract& k, const std::string& impl) {
+  for (auto& [name, d] : k.rounding_sites) {
+    std::string known;
+    bool ok = false;
+    for (auto& s : sites_of(op)) {
+      if (s.kind == "mandated") continue;
+      known += (known.empty() ? "" : ", ") + s.name;
+      ok |= s.name == name;
+    }
+    if (!ok)
+      throw UsageError("contract of " + impl + ": rounding site '" + name + "' is not one " + op +
+                       " declares (declarable: " + (known.empty() ? "none" : known) + ")");
+  }
+}
+
+Case with_sites(Case c, const Contract& k) {
+  c.sites = k.rounding_sites;
+  return c;
+}
+
+}  // namespace kv

@@ -1,0 +1,34 @@
+// Rounding sites (issue 20, deliverable 1): the intermediate values of an op's definition
+// where implementations round to a storage dtype. A contract declares which it rounds and to
+// which dtype (Contract::rounding_sites); the reference and the enclosure then apply exactly
+// that rounding (one RNE) at that point. Mandated roundings are op semantics, listed here
+// for `kverify list --json` but never declared. The definitions read a declared site through
+// the case they are given (Case::sites, set by with_sites from the contract).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/case.hpp"
+#include "core/contract.hpp"
+
+namespace kv {
+
+struct SiteDef {
+  std::string name;               // e.g. rms_norm.dw_product
+  std::vector<std::string> ops;   // the ops whose definition has it
+  std::string kind;               // product (replaces the fp32 rounding of a product), value, mandated
+  std::string what;               // the value, in words
+  std::string alias;              // a deprecated attribute that says the same (attr=value), or empty
+};
+
+/// Every site of every op, declarable and mandated.
+const std::vector<SiteDef>& site_defs();
+/// The sites of one op (declarable and mandated).
+std::vector<SiteDef> sites_of(const std::string& op);
+/// Throws UsageError where k declares a site op's definition does not have (or a mandated one).
+void check_sites(const std::string& op, const Contract& k, const std::string& impl);
+/// c with k's declared rounding sites (what the reference and the enclosure evaluate).
+Case with_sites(Case c, const Contract& k);
+
+}  // namespace kv
