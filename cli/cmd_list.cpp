@@ -32,6 +32,11 @@ nlohmann::json list_json() {
       if (!s.alias.empty()) sites.back()["deprecated_attribute"] = s.alias;
     }
     o["rounding_sites"] = sites;
+    // The functions the definition calls; a contract's math_ulps count ulps of fp32, the
+    // precision the definition evaluates them in, for bf16 and fp16 kernels too.
+    nlohmann::json fns = nlohmann::json::array();
+    for (auto& f : math_functions_of(op->name())) fns.push_back({{"name", f}, {"ulps_of", "fp32"}});
+    o["math_functions"] = fns;
     nlohmann::json impls = nlohmann::json::array();
     for (auto* im : reg.impls(op->name())) {
       if (im->test_only()) continue;
@@ -78,6 +83,9 @@ void print_list(const nlohmann::json& j) {
     for (auto& s : o["rounding_sites"])
       if (s["declarable"].get<bool>()) append_sep(sites, " ", s["name"].get<std::string>());
     if (!sites.empty()) std::cout << "  rounding sites: " << sites << "\n";
+    std::string fns;
+    for (auto& f : o["math_functions"]) append_sep(fns, " ", f["name"].get<std::string>());
+    if (!fns.empty()) std::cout << "  math functions (math_ulps in ulps of fp32): " << fns << "\n";
     for (auto& im : o["impls"]) {
       std::cout << "  impl " << im["impl"].get<std::string>() << " (" << im["device"].get<std::string>() << ")\n";
       for (auto& [k, v] : im["knobs"].items()) {

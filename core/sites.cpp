@@ -32,6 +32,16 @@ std::vector<SiteDef> sites_of(const std::string& op) {
   return out;
 }
 
+std::vector<std::string> math_functions_of(const std::string& op) {
+  const std::string base = op.substr(0, op.find('.'));
+  if (op == "rms_norm.fwd" || op == "layer_norm.fwd") return {"rsqrt"};  // the backward takes rstd
+  if (op == "softmax.fwd" || base == "swiglu") return {"exp"};
+  if (base == "geglu") return {"tanh"};
+  if (base == "cross_entropy" || base == "fused_linear_cross_entropy") return {"exp", "log", "tanh"};
+  if (base == "rope_table") return {"sin", "cos"};
+  return {};
+}
+
 void check_sites(const std::string& op, const Contract& k, const std::string& impl) {
   for (auto& [name, d] : k.rounding_sites) {
     std::string known;

@@ -26,6 +26,10 @@ struct SiteDef {
 const std::vector<SiteDef>& site_defs();
 /// The sites of one op (declarable and mandated).
 std::vector<SiteDef> sites_of(const std::string& op);
+/// The math functions op's definition may call (a contract's math_ulps must cover those its
+/// case calls; cross_entropy and fused_linear_cross_entropy call tanh only under softcap; the
+/// norms' backward takes rstd as an input and calls none).
+std::vector<std::string> math_functions_of(const std::string& op);
 /// Throws UsageError where k declares a site op's definition does not have (or a mandated one).
 void check_sites(const std::string& op, const Contract& k, const std::string& impl);
 /// c with k's declared rounding sites (what the reference and the enclosure evaluate).

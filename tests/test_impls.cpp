@@ -296,6 +296,7 @@ void register_test_impls() {
       r.add(std::make_unique<NanFirst>(r.impl(std::string(base) + dir, "host")));
       r.add(std::make_unique<ContractFromEnv>(r.impl(std::string(base) + dir, "host")));
     }
+  r.add(std::make_unique<ContractFromEnv>(r.impl("rope_table.fwd", "host")));
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
 #ifdef KV_HAVE_CUDA

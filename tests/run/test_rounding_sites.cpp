@@ -114,3 +114,37 @@ TEST(RoundingSites, ListJsonNamesEachOpsSites) {
       for (auto& s : op["rounding_sites"])
         if (s["name"] == "rms_norm.m") EXPECT_EQ(s["deprecated_attribute"], "m_rounding=x_dtype");
 }
+
+// Deliverable 2's listing: the math functions each op's definition calls, as `list --json`
+// gives them (math_functions_of), held to what the definition really calls: a contract
+// declaring exactly those passes, and one missing any of them is an error.
+TEST(MathFunctions, TheListingIsWhatEachDefinitionCalls) {
+  for (const kv::OpBinding* op : kv::registry().ops()) {
+    SCOPED_TRACE(op->name());
+    kv::SuiteEntry e;
+    e.ops = {op->name()}, e.impls = {"test.contract_env"}, e.dtypes = {"fp32"}, e.seeds = {3};
+    if (op->name().rfind("cross_entropy", 0) == 0) e.attrs["softcap"] = {"30"};
+    if (op->name().rfind("fused_linear", 0) == 0) e.attrs["softcap"] = {"30"}, e.shapes = {"8x16x40"};
+    if (op->name().rfind("rope.", 0) == 0) e.shapes = {"1x4x2x8"};
+    if (op->name().rfind("rope_table", 0) == 0) e.shapes = {"16x8"};
+    if (e.shapes.empty()) e.shapes = {"4x40"};
+    const kv::Case c = kv::expand_suite({e}, "host").at(0);
+    nlohmann::json k = kvtest::run_in_process(c)["contract"];
+    const std::vector<std::string> fns = kv::math_functions_of(op->name());
+    k["math_ulps"] = nlohmann::json::object();
+    for (auto& f : fns) k["math_ulps"][f] = 1.0;
+    {
+      Env env("KV_TEST_CONTRACT", k.dump());
+      const auto j = kvtest::run_in_process(c);
+      EXPECT_EQ(j["verdict"], "pass") << j.dump().substr(0, 800);
+    }
+    for (auto& f : fns) {
+      nlohmann::json less = k;
+      less["math_ulps"].erase(f);
+      Env env("KV_TEST_CONTRACT", less.dump());
+      const auto j = kvtest::run_in_process(c);
+      EXPECT_EQ(j["verdict"], "error") << f;
+      EXPECT_NE(j.value("reason", "").find("'" + f + "'"), std::string::npos) << j.value("reason", "");
+    }
+  }
+}
