@@ -235,6 +235,7 @@ FlceGeom flce_geom(const Case& c) {
   FlceGeom g{c.shape[0], c.shape[1], c.shape[2], c.attr("bias") == "true", c.attr("grad_rounding") == "x_dtype",
              c.dtypes.at("x"), c.dtypes.at("x")};
   if (auto d = c.site("flce.grad")) g.round_grad = true, g.grad_dtype = *d;  // the attribute's successor
+  g.logits = c.site("flce.logits");
   return g;
 }
 

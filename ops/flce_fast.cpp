@@ -170,6 +170,7 @@ class FlceFast {
         d.con = ax.apply(Enc{m, rup(d.ref.r + tr), false, false}, rup(S + tr), false, false);
       }
       if (b_) d = p_.acc(d + p_.c(b_[v]));
+      if (g_.logits) d = p_.mand(d, *g_.logits);  // site flce.logits
       l[v] = d;
     }
     return l;

@@ -15,6 +15,7 @@
 // Attributes ls, zl, s enter as fp32 numbers (mandated roundings).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct CeParams {
   CeReduction reduction = CeReduction::mean;
   CeEmptyMean empty_mean = CeEmptyMean::nan;
   CeIgnoredGrad ignored_grad = CeIgnoredGrad::propagate;
+  std::optional<DType> row_loss;  // site ce.row_loss: each row's loss rounded before the reduction
 };
 
 /// Logits enter as exact doubles (cross_entropy) or as computed values (FLCE's x W^T).
@@ -99,7 +101,7 @@ typename P::T ce_row_loss(const P& p, const CeParams& q, const X* x, const doubl
     loss = p.acc(p.acc(p.acc(p.c(1) - LS) * loss) + p.acc(LS * smooth));
   }
   if (q.zl > 0) loss = p.acc(loss + p.acc(ZL * (KV_MUTANT_P(p, ce_zloss_not_squared) ? st.lse : p.acc(st.lse * st.lse))));
-  return loss;
+  return q.row_loss ? p.mand(loss, *q.row_loss) : loss;
 }
 
 /// Gradient of one row times `scale` (dloss, divided by the weight sum under mean).

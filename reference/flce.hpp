@@ -8,6 +8,7 @@
 // of bf16/fp16 operands need; fp32 (the default) keeps G in the accumulator.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/mutant.hpp"
@@ -21,6 +22,7 @@ struct FlceGeom {
   bool round_grad = false;  // grad_rounding=x_dtype, or the site flce.grad
   DType x = DType::f32;     // x's dtype
   DType grad_dtype = DType::f32;  // what G rounds to where round_grad: x's, or the site's
+  std::optional<DType> logits;    // site flce.logits: each logit (after the bias) rounded to it
 };
 
 /// G as the products take it: each g_v rounded to x's dtype under grad_rounding=x_dtype.
@@ -41,6 +43,7 @@ void flce_logits_row(const P& p, const FlceGeom& g, const double* x, const doubl
     out[v] = p.finish(s, "h");
     if (g.bias && !KV_MUTANT_P(p, fl_bias_dropped)) out[v] = p.acc(out[v] + p.c(b[v]));
     if (g.bias && KV_MUTANT_P(p, fl_bias_twice)) out[v] = p.acc(out[v] + p.c(b[v]));
+    if (g.logits) out[v] = p.mand(out[v], *g.logits);
     if (KV_MUTANT_P(p, fl_logits_bf16)) out[v] = p.mand(out[v], DType::bf16);
   }
 }
