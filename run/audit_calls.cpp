@@ -2,7 +2,9 @@
 #include "run/audit_calls.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "run/runner.hpp"
@@ -19,6 +21,13 @@ std::vector<double> ProbeRunner::call_terms(const std::vector<LaneTerms>& t) {
   probe_.fill(ts_, c_, t);
   run_impl_on(impl_, ts_, c_, p_);
   ++calls;
+  // A long audit says where it is on stderr, every 10 s (a large case can take minutes).
+  if (const auto now = std::chrono::steady_clock::now(); now - last_note_ > std::chrono::seconds(10)) {
+    if (calls > 1)
+      std::fprintf(stderr, "audit: %s %s axis %s (%s): %lld calls so far\n", c_.op.c_str(), impl_.name().c_str(),
+                   probe_.axis.c_str(), probe_.out.c_str(), static_cast<long long>(calls));
+    last_note_ = now;
+  }
   std::vector<double> v(t.size(), std::nan(""));
   for (size_t l = 0; l < t.size(); ++l)
     if (!t[l].terms.empty()) v[l] = probe_.read(ts_, c_, static_cast<int64_t>(l), t[l]);

@@ -1,6 +1,7 @@
 // The audit's calls (run/audit.hpp): lane probes (+M, -M, units) packed into the lanes of
 // one impl call each, read back on the integer grid, and the LCA-size oracle built on them.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -41,6 +42,7 @@ class ProbeRunner {
   const AxisProbe& probe_;
   ProbeScale s_;
   TensorSet ts_;
+  std::chrono::steady_clock::time_point last_note_ = std::chrono::steady_clock::now();
 };
 
 /// What one axis's probing shares: the runner, its scale, the axis length, the block size
