@@ -29,15 +29,19 @@ class ImplSpec:
     def __init__(self, fn, op, device, contract, knobs, version, warmup):
         self.fn, self.op, self.device, self.contract = fn, op, device, contract
         self.knobs, self.version, self.warmup = knobs, version, warmup
+        self.accepts = None
 
 
-def impl(op, device, contract=None, knobs=None, version="", warmup=False):
+def impl(op, device, contract=None, knobs=None, version="", warmup=False, accepts=None):
     """Declares fn(t, case) -> {output name: tensor} as an impl of `op` on `device`.
 
     contract: a dict (the same for every case: sent in the hello), or a function of the case
     returning one (kverify asks per case) that may raise Unsupported. knobs: {name: [values]},
     the first the default. warmup: call once untimed on each new case signature first, so that
-    impl_ms times the kernels and not torch.compile's compilation or CUDA's lazy loading."""
+    impl_ms times the kernels and not torch.compile's compilation or CUDA's lazy loading.
+    accepts: what the impl takes, {"dtypes": [...], "attrs": {name: [values]}, "layouts":
+    ["contiguous", "strided", "in_place"]} (each optional): kverify declines other cases without
+    asking, and fuzz redraws them instead of counting them."""
     if device not in DEVICES:
         raise ValueError(f"device must be cuda or host, not {device!r}")
     knobs = dict(knobs or {})
@@ -47,6 +51,8 @@ def impl(op, device, contract=None, knobs=None, version="", warmup=False):
 
     def deco(fn):
         fn.kv_impl = ImplSpec(fn, op, device, contract, knobs, str(version), warmup)
+        if accepts is not None:
+            fn.kv_impl.accepts = dict(accepts)
         return fn
 
     return deco
@@ -198,6 +204,7 @@ class Worker:
                 "version": s.version,
                 "knobs": s.knobs,
                 "contract": s.contract if isinstance(s.contract, dict) else None,
+                **({"accepts": s.accepts} if s.accepts is not None else {}),
             }
             for (_, name), s in self.impls.items()
         ]

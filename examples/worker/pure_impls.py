@@ -157,10 +157,7 @@ def softmax_fwd(t, case):
 def softmax_bwd_contract(case):
     """A serial fp32 row sum of dy_j * y_j, each product rounded to bf16 first: the rounding
     site softmax.bwd_dy_y, declared (as ATen's bf16 backward rounds it)."""
-    dt = case["dtypes"]
-    if not dt["dy"] == dt["y"] == dt["dx"] == "fp32":
-        raise Unsupported("pure softmax.bwd: fp32 dy, y and dx only")
-    n, _ = _rows(case)
+    n, _ = _rows(case)  # fp32 only: declared in accepts, so kverify never asks for another dtype
     return {
         "acc": "fp32",
         "fma": False,
@@ -186,12 +183,14 @@ def _softmax_bwd(t, case, rounded):
     return {"dx": Array(dx, y.shape, "fp32")}
 
 
-@impl(op="softmax.bwd", device="host", contract=softmax_bwd_contract, version="pure_impls 1")
+@impl(op="softmax.bwd", device="host", contract=softmax_bwd_contract, version="pure_impls 1",
+      accepts={"dtypes": ["fp32"], "layouts": ["contiguous"]})
 def softmax_bwd(t, case):
     return _softmax_bwd(t, case, True)
 
 
-@impl(op="softmax.bwd", device="host", contract=softmax_bwd_contract, version="pure_impls 1 (wrong on purpose)")
+@impl(op="softmax.bwd", device="host", contract=softmax_bwd_contract, version="pure_impls 1 (wrong on purpose)",
+      accepts={"dtypes": ["fp32"], "layouts": ["contiguous"]})
 def softmax_bwd_unrounded(t, case):
     """Declares the site and does not round there: kverify's tests must see it fail."""
     return _softmax_bwd(t, case, False)

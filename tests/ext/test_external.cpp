@@ -36,6 +36,13 @@ std::string reasons(const std::vector<nlohmann::json>& rs) {
   return s;
 }
 
+/// `kverify run` with the Python worker serving `impls`, and its result lines.
+std::vector<nlohmann::json> run_with_worker(const std::string& tag, const std::string& impls, const std::string& args, Out& o) {
+  const std::string out = kvtest::tmpdir(tag);
+  o = sh(KV_BIN, "run " + worker(impls) + " " + args + " --out " + out);
+  return results(out);
+}
+
 }  // namespace
 
 TEST(External, PythonWorkerImplsPassAndAWrongOneFails) {
@@ -54,14 +61,32 @@ TEST(External, PythonWorkerImplsPassAndAWrongOneFails) {
 }
 
 TEST(External, AWorkerContractsRoundingSitesReachTheReference) {
-  const std::string out = kvtest::tmpdir("worker_sites");
-  Out o = sh(KV_BIN, "run " + worker("--impl py=pure_impls:softmax_bwd --impl bad=pure_impls:softmax_bwd_unrounded") +
-                         " --op softmax.bwd --impl py --impl bad --dtype fp32 --shape 3x37 --shape 2x200 --out " + out);
-  auto rs = results(out);
+  Out o;
+  auto rs = run_with_worker("worker_sites", "--impl py=pure_impls:softmax_bwd --impl bad=pure_impls:softmax_bwd_unrounded",
+                            "--op softmax.bwd --impl py --impl bad --dtype fp32 --shape 3x37 --shape 2x200", o);
   ASSERT_EQ(rs.size(), 4u) << o.text;
   for (auto& v : verdicts(rs, "py")) EXPECT_EQ(v, "pass") << o.text;
   for (auto& v : verdicts(rs, "bad")) EXPECT_EQ(v, "fail") << o.text;  // declared, not done
   for (auto& r : rs) EXPECT_EQ(r["contract"]["rounding_sites"]["softmax.bwd_dy_y"], "bf16") << r.dump();
+}
+
+TEST(External, AWorkerImplDeclaresWhatItAcceptsAndOtherCasesAreDeclined) {
+  Out o;
+  auto rs = run_with_worker("worker_accepts", "--impl py=pure_impls:softmax_bwd",
+                            "--op softmax.bwd --impl py --dtype fp32 --dtype bf16 --dtype fp16 --shape 2x40", o);
+  ASSERT_EQ(rs.size(), 3u) << o.text;
+  EXPECT_EQ(o.code, 0) << o.text;
+  int skipped = 0;
+  for (auto& r : rs) {
+    if (r["dtype"] == "fp32") {
+      EXPECT_EQ(r["verdict"], "pass") << r.dump();
+      continue;
+    }
+    EXPECT_EQ(r["verdict"], "skip") << r.dump();
+    EXPECT_NE(r.value("reason", "").find("declined by py: it accepts dtypes fp32, not"), std::string::npos) << r["reason"];
+    ++skipped;
+  }
+  EXPECT_EQ(skipped, 2);
 }
 
 TEST(External, ExamplePluginHostPathPasses) {
