@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "check/results.hpp"
@@ -87,6 +89,30 @@ TEST(External, AWorkerImplDeclaresWhatItAcceptsAndOtherCasesAreDeclined) {
     ++skipped;
   }
   EXPECT_EQ(skipped, 2);
+}
+
+TEST(External, AMalformedAcceptsMakesTheWorkerUnusable) {
+  const std::string dir = kvtest::tmpdir("worker_bad_accepts");
+  for (auto [name, accepts, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"fp8", "{'dtypes': ['fp8']}", "accepts.dtypes: \"fp8\" is not one of the values"},
+           {"attr", "{'attrs': {'no_such': ['x']}}", "accepts.attrs: softmax.fwd has no attribute 'no_such'"},
+           {"field", "{'shapes': []}", "accepts: unknown field 'shapes'"}}) {
+    std::ofstream(dir + "/bad_" + name + ".py")
+        << "from kv_worker import impl\n"
+        << "@impl(op='softmax.fwd', device='host', contract={'acc': 'fp32', 'math_ulps': {'exp': 1}}, accepts=" << accepts
+        << ")\n"
+        << "def f(t, case):\n    raise RuntimeError('never called')\n";
+    const std::string w = "--worker 'env PYTHONPATH=" + dir + " python3 " KV_SOURCE_DIR
+                          "/examples/worker/kv_worker.py --impl b=bad_" + name + ":f'";
+    Out o = sh(KV_BIN, "run " + w + " --op softmax.fwd --impl b --shape 2x8 --out " + dir + "/" + name);
+    EXPECT_NE(o.code, 0) << o.text;
+    const auto rs = results(dir + "/" + name);
+    ASSERT_FALSE(rs.empty()) << o.text;
+    for (auto& r : rs) {
+      EXPECT_EQ(r["verdict"], "error") << r.dump();
+      EXPECT_NE(r.value("reason", "").find(says), std::string::npos) << name << ": " << r.value("reason", "");
+    }
+  }
 }
 
 TEST(External, ExamplePluginHostPathPasses) {
