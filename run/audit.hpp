@@ -61,7 +61,6 @@ struct AuditedContract {
   Contract k;
   nlohmann::json source = nlohmann::json::object();
   std::string failure;
-  bool cached = false;  // taken from this process's cache (same impl version, config, shape)
 };
 /// Audits once per (impl, version, op, config, shape, dtypes, attrs, layout) in this
 /// process (thread-safe) and applies the result to `declared`.

@@ -17,17 +17,17 @@ std::string audit_key(const Case& c, const Impl& impl) {
 }
 
 /// The audit rows of one case, measured once per key.
-std::pair<std::vector<AxisAudit>, bool> cached_audit(const Case& c, const Impl& impl, const DeviceProfile& p) {
+std::vector<AxisAudit> cached_audit(const Case& c, const Impl& impl, const DeviceProfile& p) {
   static std::mutex mu;
   static std::map<std::string, std::vector<AxisAudit>> cache;
   const std::string key = audit_key(c, impl);
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return {it->second, true};
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
   std::vector<AxisAudit> rows = audit_case(c, impl, p, AuditOptions{});
   std::lock_guard<std::mutex> lock(mu);
-  return {cache.emplace(key, std::move(rows)).first->second, false};
+  return cache.emplace(key, std::move(rows)).first->second;
 }
 
 }  // namespace
@@ -36,8 +36,7 @@ AuditedContract audited_contract(const Case& c, const Impl& impl, const DevicePr
   AuditedContract r;
   r.k = declared;
   if (declared.reductions.empty()) return r;
-  auto [rows, cached] = cached_audit(c, impl, p);
-  r.cached = cached;
+  const std::vector<AxisAudit> rows = cached_audit(c, impl, p);
   for (auto& [axis, shape] : r.k.reductions) {
     // Every read of the axis (layer_norm.bwd rows: dw and db) must be measured exactly;
     // the deepest one is the axis's shape.

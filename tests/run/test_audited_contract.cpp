@@ -4,26 +4,28 @@
 // products rounded to bf16 under an "any order" contract) passes as declared and fails audited.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "check/results.hpp"
 #include "cli_util.hpp"
 
 namespace {
 
-const std::string kArgs =
-    " --device host --op rms_norm.bwd --dtype x:bf16,w:bf16,dy:bf16,dw:fp32 --shape 4096x256 --quiet --out ";
-
-/// The one result line of a run of `impl` (contract: declared or audited) into a fresh folder.
-nlohmann::json run_one(const std::string& bin, const std::string& impl, const std::string& contract, int want_exit) {
+/// The first result line of `bin run <args>` into a fresh folder, which must exit want_exit.
+nlohmann::json first_result(const std::string& bin, const std::string& args, int want_exit) {
   const std::string dir = kvtest::tmpdir("audited");
-  const auto o = kvtest::sh(bin, "run --impl " + impl + " --contract " + contract + kArgs + dir);
+  const auto o = kvtest::sh(bin, "run " + args + " --quiet --out " + dir);
   EXPECT_EQ(o.code, want_exit) << o.text;
-  std::ifstream f(dir + "/results.jsonl");
-  std::string line;
-  std::getline(f, line);
-  EXPECT_FALSE(line.empty()) << o.text;
-  return line.empty() ? nlohmann::json::object() : nlohmann::json::parse(line);
+  const auto rs = kv::read_results(dir + "/results.jsonl");
+  EXPECT_FALSE(rs.empty()) << o.text;
+  return rs.empty() ? nlohmann::json::object() : rs.front();
+}
+
+/// rms_norm.bwd of `impl` at 4096x256 (contract: declared or audited).
+nlohmann::json run_one(const std::string& bin, const std::string& impl, const std::string& contract, int want_exit) {
+  return first_result(bin, "--impl " + impl + " --contract " + contract +
+                               " --device host --op rms_norm.bwd --dtype x:bf16,w:bf16,dy:bf16,dw:fp32 --shape 4096x256",
+                      want_exit);
 }
 
 double half_width(const nlohmann::json& j) { return j["outputs"]["dw"]["bound"]["contract_half_width"].get<double>(); }
@@ -58,16 +60,10 @@ TEST(AuditedContract, APlantedBugThatAnyOrderMissesFailsAudited) {
 }
 
 TEST(AuditedContract, ASumThatDropsTermsFailsTheCaseAudited) {
-  const std::string dir = kvtest::tmpdir("audited");
-  const auto o = kvtest::sh(KV_TESTBIN, "run --impl host.bug.drop_last_term --contract audited --device host --op softmax.bwd "
-                                        "--shape 16x300 --quiet --out " + dir);
-  EXPECT_EQ(o.code, 1) << o.text;
-  std::ifstream f(dir + "/results.jsonl");
-  std::string line;
-  std::getline(f, line);
-  const auto j = nlohmann::json::parse(line);
+  const auto j = first_result(
+      KV_TESTBIN, "--impl host.bug.drop_last_term --contract audited --device host --op softmax.bwd --shape 16x300", 1);
   EXPECT_EQ(j["verdict"], "fail");
-  EXPECT_NE(j["reason"].get<std::string>().find("audit: the impl's sums drop or double terms"), std::string::npos) << j["reason"];
+  EXPECT_NE(j.value("reason", "").find("audit: the impl's sums drop or double terms"), std::string::npos) << j["reason"];
 }
 
 TEST(AuditedContract, AnUnknownContractModeIsAUsageError) {
