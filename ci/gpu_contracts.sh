@@ -10,6 +10,11 @@ OUT=${OUT:-out/gpu/contracts}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/machine.txt" 2>&1
 [ -n "${SKIP_AUDIT:-}" ] || DIST=$DIST OUT=$OUT/audit ci/gpu_audit.sh > /dev/null
+# The planted understated contract: the CUDA dW kernel declaring a quarter of its serial run
+# (test.cuda.dw_understated, kverify-testbin): the audit must exit 1, naming the axis.
+"$DIST/kverify-testbin" audit --device cuda --impl test.cuda.dw_understated --op rms_norm.bwd --dtype fp32 \
+  --shape 4096x1024 --config dw=per_sm,num_warps=16 --out "$OUT/understated" > "$OUT/understated.txt" 2>&1
+echo "understated audit exit $? (1 expected)" >> "$OUT/understated.txt"
 
 both() {  # name, then the run arguments: one run per contract mode
   local name=$1

@@ -32,11 +32,20 @@ nlohmann::json list_json() {
       if (!s.alias.empty()) sites.back()["deprecated_attribute"] = s.alias;
     }
     o["rounding_sites"] = sites;
-    // The functions the definition calls; a contract's math_ulps count ulps of fp32, the
-    // precision the definition evaluates them in, for bf16 and fp16 kernels too.
+    // The functions the definition calls (a contract must give their error) and the
+    // approximate operations it may declare; math_ulps name their unit ({"ulps": 2, "in":
+    // "fp32"}; a bare number is ulps of fp32, the precision the definition evaluates in).
     nlohmann::json fns = nlohmann::json::array();
-    for (auto& f : math_functions_of(op->name())) fns.push_back({{"name", f}, {"ulps_of", "fp32"}});
+    for (auto& f : math_functions_of(op->name()))
+      fns.push_back({{"name", f}, {"ulps_of", "fp32"}, {"via", vias_of(f)}, {"required", true}});
+    for (auto& f : approximate_ops_of(op->name()))
+      fns.push_back({{"name", f}, {"ulps_of", "fp32"}, {"via", vias_of(f)}, {"required", false},
+                     {"what", "every division of the definition; not declared: exact, then one acc rounding"}});
     o["math_functions"] = fns;
+    nlohmann::json forms = nlohmann::json::array();
+    for (auto& f : forms_of(op->name()))
+      forms.push_back({{"name", f.name}, {"choices", f.choices}, {"default", f.choices.at(0)}, {"what", f.what}});
+    o["forms"] = forms;
     nlohmann::json impls = nlohmann::json::array();
     for (auto* im : reg.impls(op->name())) {
       if (im->test_only()) continue;
@@ -84,8 +93,17 @@ void print_list(const nlohmann::json& j) {
       if (s["declarable"].get<bool>()) append_sep(sites, " ", s["name"].get<std::string>());
     if (!sites.empty()) std::cout << "  rounding sites: " << sites << "\n";
     std::string fns;
-    for (auto& f : o["math_functions"]) append_sep(fns, " ", f["name"].get<std::string>());
-    if (!fns.empty()) std::cout << "  math functions (math_ulps in ulps of fp32): " << fns << "\n";
+    for (auto& f : o["math_functions"]) {
+      std::string name = f["name"].get<std::string>() + (f["required"].get<bool>() ? "" : "?");
+      for (auto& v : f["via"]) name += "[via " + v.get<std::string>() + "]";
+      append_sep(fns, " ", name);
+    }
+    if (!fns.empty()) std::cout << "  math functions (math_ulps, ulps of fp32 unless \"in\" says; ? optional): " << fns << "\n";
+    for (auto& f : o["forms"]) {
+      std::string ch;
+      for (auto& c : f["choices"]) append_sep(ch, "|", c.get<std::string>());
+      std::cout << "  form " << f["name"].get<std::string>() << " = " << ch << "\n";
+    }
     for (auto& im : o["impls"]) {
       std::cout << "  impl " << im["impl"].get<std::string>() << " (" << im["device"].get<std::string>() << ")\n";
       for (auto& [k, v] : im["knobs"].items()) {

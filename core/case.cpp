@@ -263,6 +263,7 @@ uint64_t Case::input_id() const {
   c.alias.clear();
   std::string s = c.str();
   for (auto& [name, d] : sites) s += " site:" + name + "=" + std::string(dtype_name(d));
+  for (auto& [name, f] : forms) s += " form:" + name + "=" + f;
   return XXH64(s.data(), s.size(), 1);
 }
 

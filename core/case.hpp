@@ -35,6 +35,8 @@ struct Case {
   /// the case string; set on the copy the reference and the enclosure evaluate, and part of
   /// input_id() when not empty (they change the op's defined outputs).
   std::map<std::string, DType> sites;
+  /// Evaluation forms the contract declares (Contract::forms), carried the same way.
+  std::map<std::string, std::string> forms;
 
   bool operator==(const Case&) const = default;
 
@@ -45,6 +47,11 @@ struct Case {
   std::optional<DType> site(const std::string& name) const {
     auto it = sites.find(name);
     return it == sites.end() ? std::nullopt : std::optional<DType>(it->second);
+  }
+  /// The form declared for form point `name`, or "" (the definition's own).
+  std::string form(const std::string& name) const {
+    auto it = forms.find(name);
+    return it == forms.end() ? "" : it->second;
   }
   /// Parses a replay string; throws UsageError with the reason.
   static Case parse(std::string_view s);

@@ -23,10 +23,20 @@ double Contract::unit_of(const std::string& axis) const {
   return unit_roundoff(*r.acc) * (unit() / unit_roundoff(acc));
 }
 
-double Contract::ulps(const std::string& fn) const {
+const MathError& Contract::math(const std::string& fn) const {
   auto it = math_ulps.find(fn);
   if (it == math_ulps.end()) throw HarnessError("contract declares no ulp error for math function '" + fn + "'");
   return it->second;
+}
+
+const MathError* Contract::op_error(const std::string& op) const {
+  auto it = math_ulps.find(op);
+  return it == math_ulps.end() ? nullptr : &it->second;
+}
+
+std::string Contract::form(const std::string& name) const {
+  auto it = forms.find(name);
+  return it == forms.end() ? "" : it->second;
 }
 
 nlohmann::json Contract::to_json() const {
@@ -35,7 +45,12 @@ nlohmann::json Contract::to_json() const {
   j["u"] = unit();
   j["fma"] = fma;
   j["ftz"] = ftz;
-  j["math_ulps"] = math_ulps;
+  nlohmann::json mu = nlohmann::json::object();
+  for (auto& [fn, x] : math_ulps) {
+    mu[fn] = {{"ulps", x.ulps}, {"in", dtype_name(x.in)}};
+    if (!x.via.empty()) mu[fn]["via"] = x.via;
+  }
+  j["math_ulps"] = mu;
   nlohmann::json r = nlohmann::json::object();
   for (auto& [axis, s] : reductions) {
     r[axis] = {{"serial", s.serial}, {"depth", s.depth}, {"partials", s.partials}, {"n_eff", s.n_eff()},
@@ -50,6 +65,7 @@ nlohmann::json Contract::to_json() const {
     for (auto& [name, d] : rounding_sites) s[name] = dtype_name(d);
     j["rounding_sites"] = s;
   }
+  if (!forms.empty()) j["forms"] = forms;
   return j;
 }
 
@@ -70,12 +86,54 @@ int64_t count_field(const nlohmann::json& r, const char* key, const std::string&
   return v.get<int64_t>();
 }
 
+/// One math_ulps entry: a number (ulps of fp32) or {"ulps": x, "in": dtype, "via": form}.
+void read_math_ulps(Contract& c, const std::string& fn, const nlohmann::json& v) {
+  const std::string at = "contract: math_ulps." + fn;
+  static const std::map<std::string, std::string> vias = {{"exp", "exp2"}, {"div", "rcp"}};
+  if (v.is_number()) {
+    if (!(v.get<double>() >= 0)) throw UsageError(at + " must be a number >= 0");
+    c.math_ulps[fn] = v.get<double>();
+    return;
+  }
+  if (!v.is_object() || !v.contains("ulps"))
+    throw UsageError(at + " must be a number (ulps of fp32) or {\"ulps\": x, \"in\": dtype}");
+  for (auto& [k, x] : v.items())
+    if (k != "ulps" && k != "in" && k != "via") throw UsageError(at + ": unknown field '" + k + "' (ulps, in, via)");
+  const auto& u = v["ulps"];
+  if (!u.is_number() || !(u.get<double>() >= 0)) throw UsageError(at + ".ulps must be a number >= 0");
+  MathError e(u.get<double>());
+  if (v.contains("in")) e.in = dtype_field(v["in"], "math_ulps." + fn + ".in");
+  if (v.contains("via")) {
+    auto it = vias.find(fn);
+    if (!v["via"].is_string() || it == vias.end() || it->second != v["via"].get<std::string>())
+      throw UsageError(at + ".via: " + v["via"].dump() + " is not a known form (exp: \"exp2\", div: \"rcp\")");
+    e.via = it->second;
+  }
+  c.math_ulps[fn] = e;
+}
+
+/// rounding_sites (name -> dtype) and forms (name -> choice); checked against the op later.
+void read_sites_and_forms(Contract& c, const nlohmann::json& j) {
+  if (j.contains("rounding_sites")) {
+    if (!j["rounding_sites"].is_object()) throw UsageError("contract: rounding_sites must map site names to dtypes");
+    for (auto& [name, d] : j["rounding_sites"].items())
+      c.rounding_sites[name] = dtype_field(d, "rounding_sites." + name);
+  }
+  if (j.contains("forms")) {
+    if (!j["forms"].is_object()) throw UsageError("contract: forms must map form names to choices");
+    for (auto& [name, v] : j["forms"].items()) {
+      if (!v.is_string()) throw UsageError("contract: forms." + name + " must be a string");
+      c.forms[name] = v.get<std::string>();
+    }
+  }
+}
+
 }  // namespace
 
 Contract Contract::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw UsageError("contract: not a JSON object");
   static const std::set<std::string> keys = {"acc", "u", "fma", "ftz", "math_ulps", "reductions", "determinism",
-                                                 "not_produced", "rounding_sites"};
+                                                 "not_produced", "rounding_sites", "forms"};
   for (auto& [k, v] : j.items())
     if (!keys.count(k)) throw UsageError("contract: unknown field '" + k + "'");
   Contract c;
@@ -95,10 +153,7 @@ Contract Contract::from_json(const nlohmann::json& j) {
     }
   if (j.contains("math_ulps")) {
     if (!j["math_ulps"].is_object()) throw UsageError("contract: math_ulps must map function names to ulps");
-    for (auto& [fn, v] : j["math_ulps"].items()) {
-      if (!v.is_number() || !(v.get<double>() >= 0)) throw UsageError("contract: math_ulps." + fn + " must be a number >= 0");
-      c.math_ulps[fn] = v.get<double>();
-    }
+    for (auto& [fn, v] : j["math_ulps"].items()) read_math_ulps(c, fn, v);
   }
   if (j.contains("reductions")) {
     if (!j["reductions"].is_object()) throw UsageError("contract: reductions must map axis names to shapes");
@@ -145,11 +200,7 @@ Contract Contract::from_json(const nlohmann::json& j) {
       c.not_produced.insert(x.get<std::string>());
     }
   }
-  if (j.contains("rounding_sites")) {
-    if (!j["rounding_sites"].is_object()) throw UsageError("contract: rounding_sites must map site names to dtypes");
-    for (auto& [name, d] : j["rounding_sites"].items())
-      c.rounding_sites[name] = dtype_field(d, "rounding_sites." + name);
-  }
+  read_sites_and_forms(c, j);
   return c;
 }
 

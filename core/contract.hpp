@@ -28,6 +28,18 @@ struct ReductionShape {
   int64_t n_eff() const { return serial + depth + partials; }
 };
 
+/// A math function's or approximate operation's error: ulps of `in` (JSON {"ulps": 2, "in":
+/// "fp32", "via": ...}; a bare number is ulps of fp32). via: how the impl evaluates it where
+/// that is not the direct form: "exp": "exp2" (exp2(x * log2 e), the product rounded in fp32,
+/// then exp2 within these ulps), "div": "rcp" (a * rcp(b), rcp within these ulps, the product
+/// one acc rounding).
+struct MathError {
+  double ulps = 0;
+  DType in = DType::f32;
+  std::string via;
+  MathError(double u = 0) : ulps(u) {}  // NOLINT: a bare number is ulps of fp32
+};
+
 /// Determinism claims per output: any of run_to_run, config_invariant, gpu_invariant,
 /// batch_invariant; an empty list means none.
 using DeterminismClaims = std::vector<std::string>;
@@ -39,9 +51,15 @@ struct Contract {
   double u = 0;
   bool fma = false;
   bool ftz = false;
-  /// Max ulp error of each math function in its own precision (rsqrt: fp32 rsqrtf),
-  /// checked against calibrate-math on each GPU.
-  std::map<std::string, double> math_ulps;
+  /// Max ulp error of each math function and approximate operation, in ulps of the dtype it
+  /// names (MathError::in; fp32, the precision the functions compute in, for rsqrt's rsqrtf),
+  /// checked against calibrate-math on each GPU. "div" (approximate division) is optional:
+  /// without it a division is one acc rounding.
+  std::map<std::string, MathError> math_ulps;
+  /// Evaluation forms the op's definition names (core/sites.hpp form_defs), where the impl
+  /// evaluates another algebraically equal form: e.g. {"softmax.bwd_dx": "distributed"}
+  /// (in JSON only when not empty).
+  std::map<std::string, std::string> forms;
   std::map<std::string, ReductionShape> reductions;   // per reduced axis
   std::map<std::string, DeterminismClaims> determinism;  // per output tensor
   /// Outputs of the op this impl does not compute (a norm backward giving dx but not dW):
@@ -56,7 +74,12 @@ struct Contract {
   DType acc_of(const std::string& axis) const { return reduction(axis).acc.value_or(acc); }
   double unit_of(const std::string& axis) const;
   const ReductionShape& reduction(const std::string& axis) const;
-  double ulps(const std::string& fn) const;
+  /// fn's declared error (throws where the contract declares none).
+  const MathError& math(const std::string& fn) const;
+  /// An optional approximate operation's ("div") declared error, if declared.
+  const MathError* op_error(const std::string& op) const;
+  /// The form the contract declares for form point `name`, or "" (the definition's own).
+  std::string form(const std::string& name) const;
   nlohmann::json to_json() const;
   /// A contract declared outside kverify (plugins, workers): the schema of to_json, read
   /// strictly (unknown fields, dtypes, claims or negative lengths throw UsageError naming them).

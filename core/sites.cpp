@@ -1,6 +1,8 @@
 // Rounding sites (core/sites.hpp): the table every op's definition honours.
 #include "core/sites.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace kv {
@@ -18,6 +20,8 @@ const std::vector<SiteDef>& site_defs() {
        "mandated", "label_smoothing, z_loss and softcap rounded to fp32", ""},
       {"ce.row_loss", {"cross_entropy.fwd", "fused_linear_cross_entropy.fwd"}, "value",
        "each row's loss (after label smoothing and z_loss; ignored rows' 0) before the reduction", ""},
+      {"ce.grad", {"cross_entropy.bwd"}, "value",
+       "each logit's gradient (under mean, divided by the weight sum) before its product with dloss", ""},
       {"flce.logits", {"fused_linear_cross_entropy.fwd", "fused_linear_cross_entropy.bwd"}, "value",
        "each logit x W^T (+ bias) before the softcap and the softmax", ""},
       {"flce.grad", {"fused_linear_cross_entropy.bwd"}, "value",
@@ -26,6 +30,55 @@ const std::vector<SiteDef>& site_defs() {
       {"rope_table.angle", {"rope_table.fwd"}, "mandated", "pos * inv_freq rounded to fp32", ""},
   };
   return s;
+}
+
+const std::vector<FormDef>& form_defs() {
+  static const std::vector<FormDef> f = {
+      {"softmax.bwd_dx", {"softmax.bwd"}, {"factored", "distributed"},
+       "dx = y * (dy - t) (factored), or dy*y - y*t (distributed: ATen's kernel and its decomposition; "
+       "with site softmax.bwd_dy_y both terms' dy*y is the rounded product)"},
+  };
+  return f;
+}
+
+std::vector<FormDef> forms_of(const std::string& op) {
+  std::vector<FormDef> out;
+  for (auto& f : form_defs())
+    for (auto& o : f.ops)
+      if (o == op) out.push_back(f);
+  return out;
+}
+
+std::vector<std::string> approximate_ops_of(const std::string& op) {
+  const std::string base = op.substr(0, op.find('.'));
+  // The definitions that divide (reference/*.hpp, ops/ce_common.hpp: p.div).
+  if (base == "rms_norm" || base == "layer_norm" || op == "softmax.fwd" || base == "swiglu" ||
+      base == "cross_entropy" || base == "fused_linear_cross_entropy")
+    return {"div"};
+  return {};
+}
+
+std::vector<std::string> vias_of(const std::string& f) {
+  if (f == "exp") return {"exp2"};
+  if (f == "div") return {"rcp"};
+  return {};
+}
+
+void check_math(const std::string& op, const Contract& k, const std::string& impl,
+                const std::map<std::string, double>& measured) {
+  static const std::vector<std::string> known = {"rsqrt", "exp", "log", "tanh", "sin", "cos", "div"};
+  const auto ops = approximate_ops_of(op);
+  for (auto& [fn, e] : k.math_ulps) {
+    if (std::find(known.begin(), known.end(), fn) == known.end())
+      throw UsageError("contract of " + impl + ": math_ulps names '" + fn +
+                       "', not a math function or approximate operation (rsqrt, exp, log, tanh, sin, cos, div)");
+    if (fn == "div" && ops.empty())
+      throw UsageError("contract of " + impl + ": math_ulps declares 'div', but " + op + "'s definition never divides");
+    const double fp32_ulps = e.ulps * (unit_roundoff(e.in) / unit_roundoff(DType::f32));
+    if (auto it = measured.find(fn); it != measured.end() && fp32_ulps < it->second)
+      throw HarnessError("contract of " + impl + " cites " + std::to_string(fp32_ulps) + " ulp (fp32) for " + fn +
+                         ", calibration measured " + std::to_string(it->second) + " on this device");
+  }
 }
 
 std::vector<SiteDef> sites_of(const std::string& op) {
@@ -59,10 +112,19 @@ void check_sites(const std::string& op, const Contract& k, const std::string& im
       throw UsageError("contract of " + impl + ": rounding site '" + name + "' is not one " + op +
                        " declares (declarable: " + (known.empty() ? "none" : known) + ")");
   }
+  for (auto& [name, choice] : k.forms) {
+    const FormDef* f = nullptr;
+    for (auto& d : form_defs())
+      if (d.name == name && std::find(d.ops.begin(), d.ops.end(), op) != d.ops.end()) f = &d;
+    if (!f) throw UsageError("contract of " + impl + ": form '" + name + "' is not one " + op + " names");
+    if (std::find(f->choices.begin(), f->choices.end(), choice) == f->choices.end())
+      throw UsageError("contract of " + impl + ": form " + name + " has no choice '" + choice + "'");
+  }
 }
 
 Case with_sites(Case c, const Contract& k) {
   c.sites = k.rounding_sites;
+  c.forms = k.forms;
   return c;
 }
 

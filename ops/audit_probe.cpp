@@ -1,5 +1,6 @@
 // The audit's probes (ops/audit_probe.hpp): the table of design §2 for the ops probed so
-// far, rms_norm.bwd (row, rows), layer_norm.bwd (rows: dw and db) and softmax.bwd (row).
+// far, rms_norm.bwd (row, rows), layer_norm.bwd (rows: dw and db), layer_norm.fwd (row,
+// through the mean) and softmax.bwd (row).
 #include "ops/audit_probe.hpp"
 
 #include <algorithm>
@@ -26,6 +27,7 @@ std::map<std::string, double> fixed_values(const Case& c) {
   if (c.op == "layer_norm.bwd")  // xhat = (x - mean) * rstd = 1 (reference/layer_norm.hpp)
     return {{"x", 1.0}, {"w", 1.0}, {"mean", 0.0}, {"rstd", 1.0}};
   if (c.op == "softmax.bwd") return {{"y", 1.0}};  // dx = y * (dy - t) (reference/softmax.hpp)
+  if (c.op == "layer_norm.fwd") return {{"w", 1.0}, {"b", 0.0}};  // only mean is read
   return {};
 }
 
@@ -33,6 +35,7 @@ std::map<std::string, double> fixed_values(const Case& c) {
 /// x_z = 1, m_z = 0), dx[r, z] = -S for softmax's, dw[j] = db[j] = S for column sums.
 double read_scale(const AxisProbe& p, const Case& c) {
   if (p.over_rows) return 1.0;
+  if (p.lane_out) return static_cast<double>(row_len(c));  // mean[r] = fl(S / N)
   if (p.indirect) return -static_cast<double>(row_len(c));
   return -1.0;
 }
@@ -86,7 +89,7 @@ void AxisProbe::fill(TensorSet& ts, const Case& c, const std::vector<LaneTerms>&
 
 double AxisProbe::read(const TensorSet& ts, const Case& c, int64_t lane, const LaneTerms& t) const {
   const TensorView o = ts.view(out);
-  const double v = over_rows ? o.get(lane) : o.get(lane * row_len(c) + t.zero_slot);
+  const double v = over_rows || lane_out ? o.get(lane) : o.get(lane * row_len(c) + t.zero_slot);
   return std::isfinite(v) ? v * read_scale(*this, c) / times : std::nan("");
 }
 
@@ -109,6 +112,11 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
             {op, axis, "dx", base + "x = 1: dx[r, z] = -fl(fl(S1 / N) + fl(S2 / N))", false, true, true, "dy", {}, 2,
              "dx:s1+s2"}};
   }
+  if (op == "layer_norm.fwd" && axis == "row")
+    return {{op, axis, "mean",
+             "x[r, :] = pattern, w = 1, b = 0; mean[r] = fl(S / N) (the mean's sum; the variance's sum of squares "
+             "has positive terms only and is taken to share its shape)",
+             false, false, true, "x", {}, 1, "", true}};
   if (op == "softmax.bwd" && axis == "row")
     return {{op, axis, "dx", "dy[r, :] = pattern, y = 1; dx[r, z] = -S at a zero slot", false, true, false, "dy"}};
   return {};
@@ -120,7 +128,6 @@ std::string unmeasurable_why(const std::string& op, const std::string& axis) {
     return "a sum of squares: positive terms only, no cancellation to probe with (sibling: rms_norm.bwd row)";
   if (key == "softmax.fwd row")
     return "a sum of exp: positive terms only, no cancellation to probe with (sibling: softmax.bwd row)";
-  if (key == "layer_norm.fwd row") return "no probe yet (design: mean[r] = fl(S / N), an indirect readout)";
   if (op.rfind("cross_entropy", 0) == 0 || op.rfind("fused_linear_cross_entropy", 0) == 0)
     return "no probe yet (sums of exp, or probes through op twins: design §2)";
   return "no probe for this axis";

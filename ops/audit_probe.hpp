@@ -61,6 +61,9 @@ struct AxisProbe {
   double times = 1;
   /// Names the readout where one output carries several (the output's name otherwise).
   std::string label = {};
+  /// The output holds one value per lane (layer_norm.fwd's mean[r] = fl(S / N)), read at the
+  /// lane's index and scaled by +N.
+  bool lane_out = false;
 
   int64_t length(const Case& c) const;  // leaves: the axis's length
   int64_t lanes(const Case& c) const;   // independent sums per call

@@ -61,7 +61,7 @@ typename P::T ce_wbar(const P& p, const CeParams& q, const double* w) {
   if (!q.weighted) return p.c(1);
   auto s = p.sum();
   for (int64_t j = 0; j < q.v; ++j) s.add(p.c(w[j]));
-  return KV_MUTANT_P(p, ce_wbar_no_div) ? p.finish(s, "row") : p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.v)));
+  return KV_MUTANT_P(p, ce_wbar_no_div) ? p.finish(s, "row") : p.div(p.finish(s, "row"), p.c(static_cast<double>(q.v)));
 }
 
 /// Rows whose target is not ignore_index.
@@ -93,16 +93,18 @@ void ce_emit_loss(const P& p, const CeParams& q, int64_t rows, const DoubleBuf& 
     const bool nan = (q.empty_mean == CeEmptyMean::nan) != KV_MUTANT_P(p, ce_empty_mean_flipped);
     return sink(0, 0, p.c(nan ? std::numeric_limits<double>::quiet_NaN() : 0.0));
   }
-  sink(0, 0, p.acc(total / wsum));
+  sink(0, 0, p.div(total, wsum));
 }
 
 /// The gradient's scale for row r: dloss (per row under none), over the weight sum under mean.
 template <class P>
-typename P::T ce_scale(const P& p, const CeParams& q, const DoubleBuf& dloss, int64_t r,
-                       const typename P::T& wsum, bool any_valid) {
-  if (q.reduction == CeReduction::none) return p.c(dloss[r]);
-  if (q.reduction == CeReduction::sum) return p.c(dloss[0]);
-  return any_valid ? (KV_MUTANT_P(p, ce_b_mean_scale_missing) ? p.c(dloss[0]) : p.acc(p.c(dloss[0]) / wsum)) : p.c(0);
+CeGradScale<typename P::T> ce_scale(const P& p, const CeParams& q, const DoubleBuf& dloss, int64_t r,
+                                    const typename P::T& wsum, bool any_valid) {
+  using T = typename P::T;
+  if (q.reduction == CeReduction::none) return {p.c(dloss[r]), p.c(dloss[r]), wsum};
+  if (q.reduction == CeReduction::sum) return {p.c(dloss[0]), p.c(dloss[0]), wsum};
+  const T s = any_valid ? (KV_MUTANT_P(p, ce_b_mean_scale_missing) ? p.c(dloss[0]) : p.div(p.c(dloss[0]), wsum)) : p.c(0);
+  return {s, p.c(dloss[0]), wsum, any_valid};
 }
 
 }  // namespace kv

@@ -67,7 +67,9 @@ class SoftmaxOp : public PolicyOp<SoftmaxOp> {
       if (!rs.has(r)) return;
       std::vector<typename P::T> out(static_cast<size_t>(n));
       const int64_t at = KV_MUTANT_P(p, sm_row_stride) ? r * (n - 1) : r * n;  // where row r's inputs start
-      if (bwd_) softmax_bwd_row(p, n, in["dy"].data() + at, in["y"].data() + at, out.data(), c.site("softmax.bwd_dy_y"));
+      if (bwd_)
+        softmax_bwd_row(p, n, in["dy"].data() + at, in["y"].data() + at, out.data(), c.site("softmax.bwd_dy_y"),
+                        c.form("softmax.bwd_dx") == "distributed");
       else softmax_fwd_row(p, n, in["x"].data() + at, out.data());
       for (int64_t j = 0; j < n; ++j) sink(0, r * n + j, out[j]);
     });

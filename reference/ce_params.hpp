@@ -23,6 +23,7 @@ inline CeParams ce_params(const Case& c, int64_t v) {
   q.empty_mean = c.attr("empty_mean") == "zero" ? CeEmptyMean::zero : CeEmptyMean::nan;
   q.ignored_grad = c.attr("ignored_grad") == "zero" ? CeIgnoredGrad::zero : CeIgnoredGrad::propagate;
   q.row_loss = c.site("ce.row_loss");
+  q.grad = c.site("ce.grad");
   return q;
 }
 

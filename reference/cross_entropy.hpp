@@ -39,6 +39,16 @@ struct CeParams {
   CeEmptyMean empty_mean = CeEmptyMean::nan;
   CeIgnoredGrad ignored_grad = CeIgnoredGrad::propagate;
   std::optional<DType> row_loss;  // site ce.row_loss: each row's loss rounded before the reduction
+  std::optional<DType> grad;      // site ce.grad: the gradient (under mean, / wsum) rounded, then * dloss
+};
+
+/// A row gradient's scale: dloss (per row under none), over the weight sum under mean, as one
+/// factor (scale) and as its parts (for site ce.grad: the gradient divided by wsum, rounded,
+/// then times dloss).
+template <class T>
+struct CeGradScale {
+  T scale, dloss, wsum;
+  bool mean = false;
 };
 
 /// Logits enter as exact doubles (cross_entropy) or as computed values (FLCE's x W^T).
@@ -63,7 +73,7 @@ void ce_stats(const P& p, const CeParams& q, const X* x, CeRowStats<P>& st) {
   const T S = p.mand(p.c(q.softcap), DType::f32);
   for (int64_t j = 0; j < q.v; ++j) {
     const T xj = ce_lift(p, x[j]);
-    st.z[j] = q.softcap > 0 ? p.acc(S * p.tanh(KV_MUTANT_P(p, ce_softcap_mul) ? p.acc(xj * S) : p.acc(xj / S))) : xj;
+    st.z[j] = q.softcap > 0 ? p.acc(S * p.tanh(KV_MUTANT_P(p, ce_softcap_mul) ? p.acc(xj * S) : p.div(xj, S))) : xj;
   }
   T m = st.z[0];
   for (int64_t j = 1; j < q.v - KV_MUTANT_P(p, ce_max_tail); ++j) m = p.max(m, st.z[j]);
@@ -97,18 +107,18 @@ typename P::T ce_row_loss(const P& p, const CeParams& q, const X* x, const doubl
       T d = p.acc(st.lse - st.z[j]);
       s.add(q.weighted && !KV_MUTANT_P(p, ce_ls_unweighted) ? p.acc(p.c(w[j]) * d) : d);
     }
-    T smooth = p.acc(p.finish(s, "row") / p.c(static_cast<double>(q.v - KV_MUTANT_P(p, ce_ls_over_v_minus_1))));
+    T smooth = p.div(p.finish(s, "row"), p.c(static_cast<double>(q.v - KV_MUTANT_P(p, ce_ls_over_v_minus_1))));
     loss = p.acc(p.acc(p.acc(p.c(1) - LS) * loss) + p.acc(LS * smooth));
   }
   if (q.zl > 0) loss = p.acc(loss + p.acc(ZL * (KV_MUTANT_P(p, ce_zloss_not_squared) ? st.lse : p.acc(st.lse * st.lse))));
   return q.row_loss ? p.mand(loss, *q.row_loss) : loss;
 }
 
-/// Gradient of one row times `scale` (dloss, divided by the weight sum under mean).
+/// Gradient of one row times sc.scale (dloss, divided by the weight sum under mean).
 /// wbar = sum_v w_v / V (1 without weights).
 template <class P, class X>
 void ce_row_grad(const P& p, const CeParams& q, const X* x, const double* w, int64_t t,
-                 const typename P::T& wbar, const typename P::T& scale, typename P::T* g) {
+                 const typename P::T& wbar, const CeGradScale<typename P::T>& sc, typename P::T* g) {
   using T = typename P::T;
   const bool ignored = t == q.ignore_index && !KV_MUTANT_P(p, ce_ignore_as_class0);
   if (ignored && (q.ignored_grad == CeIgnoredGrad::zero) != KV_MUTANT_P(p, ce_ignored_grad_flipped)) {
@@ -120,29 +130,30 @@ void ce_row_grad(const P& p, const CeParams& q, const X* x, const double* w, int
   ce_stats(p, q, x, st);
   const T den = st.d;
   if (ignored) {  // ignored_grad=propagate: 0 * p_j
-    for (int64_t j = 0; j < q.v; ++j) g[j] = p.acc(p.c(0) * p.acc(st.e[j] / den));
+    for (int64_t j = 0; j < q.v; ++j) g[j] = p.acc(p.c(0) * p.div(st.e[j], den));
     return;
   }
   const T LS = p.mand(p.c(q.ls), DType::f32), ZL = p.mand(p.c(q.zl), DType::f32);
   const T S = p.mand(p.c(q.softcap), DType::f32), V = p.c(static_cast<double>(q.v));
   const T zlse2 = p.acc(p.acc(p.c(KV_MUTANT_P(p, ce_b_zloss_no_2) ? 1 : 2) * ZL) * st.lse);
   for (int64_t j = 0; j < q.v; ++j) {
-    T pj = p.acc(st.e[j] / den);
+    T pj = p.div(st.e[j], den);
     T gj = j == t ? p.acc(pj - p.c(1)) : pj;
     if (j == t && KV_MUTANT_P(p, ce_b_no_minus_one)) gj = pj;
     if (j == t && KV_MUTANT_P(p, ce_b_pt_bf16)) gj = p.acc(p.mand(pj, DType::bf16) - p.c(1));
     if (q.weighted) gj = p.acc(p.c(w[KV_MUTANT_P(p, ce_b_weight_index) ? j : t]) * gj);
     if (q.ls > 0) {
-      T sm = q.weighted ? p.acc(p.acc(pj * wbar) - p.acc(p.c(w[j]) / V)) : p.acc(pj - p.acc(p.c(1) / V));
-      if (KV_MUTANT_P(p, ce_b_ls_sign) && !q.weighted) sm = p.acc(pj + p.acc(p.c(1) / V));
+      T sm = q.weighted ? p.acc(p.acc(pj * wbar) - p.div(p.c(w[j]), V)) : p.acc(pj - p.div(p.c(1), V));
+      if (KV_MUTANT_P(p, ce_b_ls_sign) && !q.weighted) sm = p.acc(pj + p.div(p.c(1), V));
       gj = p.acc(p.acc(p.acc(p.c(1) - LS) * gj) + p.acc(LS * sm));
     }
     if (q.zl > 0) gj = p.acc(gj + p.acc(zlse2 * pj));
     if (q.softcap > 0 && !KV_MUTANT_P(p, ce_b_softcap_factor)) {
-      T th = p.tanh(p.acc(ce_lift(p, x[j]) / S));
+      T th = p.tanh(p.div(ce_lift(p, x[j]), S));
       gj = p.acc(gj * p.acc(p.c(1) - p.acc(th * th)));
     }
-    g[j] = p.acc(gj * scale);
+    if (q.grad) g[j] = p.acc(p.mand(sc.mean ? p.div(gj, sc.wsum) : gj, *q.grad) * sc.dloss);
+    else g[j] = p.acc(gj * sc.scale);
   }
 }
 

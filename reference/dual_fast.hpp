@@ -138,6 +138,7 @@ struct FastDualPolicy {
   [[gnu::always_inline]] T mand(const T& x, DType d) const {
     return {fast_detail::round_enc(x.ref, d), fast_detail::round_enc(x.con, d)};
   }
+  T div(const T& a, const T& b) const { return base.div(a, b); }
   T rsqrt(const T& x) const { return base.rsqrt(x); }
   using Sum = DualPolicy::Sum;
   Sum sum() const { return Sum{}; }

@@ -28,6 +28,7 @@ struct DualPolicy {
   [[gnu::always_inline]] T c(double v) const { return {enc_exact(v), enc_exact(v)}; }
   [[gnu::always_inline]] T acc(const T& x) const { return {r.acc(x.ref), k.acc(x.con)}; }
   [[gnu::always_inline]] T mand(const T& x, DType d) const { return {r.mand(x.ref, d), k.mand(x.con, d)}; }
+  T div(const T& a, const T& b) const { return {r.div(a.ref, b.ref), k.div(a.con, b.con)}; }
   T rsqrt(const T& x) const { return {r.rsqrt(x.ref), k.rsqrt(x.con)}; }
   /// One library exp where both halves share their midpoint (the usual case).
   T exp(const T& x) const {

@@ -20,7 +20,7 @@ void layer_norm_fwd_row(const P& p, int64_t n, double eps, const double* x, cons
   const T N = p.c(static_cast<double>(n));
   auto s = p.sum();
   for (int64_t j = 0; j < n - KV_MUTANT_P(p, ln_mean_tail); ++j) s.add(p.c(x[j]));
-  T mean = p.acc(p.finish(s, "row") / N);
+  T mean = p.div(p.finish(s, "row"), N);
   if (KV_MUTANT_P(p, ln_mean_bf16)) mean = p.mand(mean, DType::bf16);
   auto v = p.sum();
   for (int64_t j = 0; j < n; ++j) {
@@ -28,11 +28,11 @@ void layer_norm_fwd_row(const P& p, int64_t n, double eps, const double* x, cons
     v.add(p.acc(p.sq(y[j])));
   }
   // A mean of squares is never below 0 (the cut keeps var + eps > 0 for constant rows).
-  T var = p.at_least(p.acc(p.finish(v, "row") / (KV_MUTANT_P(p, ln_var_bessel) ? p.c(n - 1.0) : N)), 0.0);
+  T var = p.at_least(p.div(p.finish(v, "row"), KV_MUTANT_P(p, ln_var_bessel) ? p.c(n - 1.0) : N), 0.0);
   if (KV_MUTANT_P(p, ln_var_one_pass)) {  // E[x^2] - mean^2
     auto q = p.sum();
     for (int64_t j = 0; j < n; ++j) q.add(p.acc(p.c(x[j]) * p.c(x[j])));
-    var = p.acc(p.acc(p.finish(q, "row") / N) - p.acc(mean * mean));
+    var = p.acc(p.div(p.finish(q, "row"), N) - p.acc(mean * mean));
   }
   const T e = p.mand(p.c(eps), DType::f32);
   T rstd = p.rsqrt(p.acc(var + (KV_MUTANT_P(p, ln_eps_dropped) ? p.c(0) : e)));
@@ -61,7 +61,7 @@ void layer_norm_bwd_row(const P& p, int64_t n, const double* dy, const double* x
     dw[j].add(p.acc((KV_MUTANT_P(p, ln_b_dw_of_wdy) ? wdy[j] : p.c(dy[j])) * xhat[j]));
     if (!KV_MUTANT_P(p, ln_b_db_last_col) || j + 1 < n) db[j].add(p.c(dy[j]));
   }
-  T c1 = p.acc(p.finish(s1, "row") / N), c2 = p.acc(p.finish(s2, "row") / N);
+  T c1 = p.div(p.finish(s1, "row"), N), c2 = p.div(p.finish(s2, "row"), N);
   if (KV_MUTANT_P(p, ln_b_c1_dropped)) c1 = p.c(0);
   if (KV_MUTANT_P(p, ln_b_c2_dropped)) c2 = p.c(0);
   for (int64_t j = 0; j < n; ++j) {

@@ -19,6 +19,7 @@ struct MpfiPolicy {
   static constexpr bool kEnclosure = false;
   T c(double v) const { return T(v); }
   T acc(const T& x) const { return x; }
+  T div(const T& a, const T& b) const { return a / b; }
   static double rn(const mpfr_float& v, DType d) {
     double hi, lo;
     split_hi_lo(v, hi, lo);

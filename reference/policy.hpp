@@ -45,6 +45,8 @@ struct ValuePolicy {
   static constexpr bool kEnclosure = false;
   T c(double v) const { return T(v); }
   T acc(const T& x) const { return x; }
+  /// a / b (an approximate division, Contract math_ulps "div", only widens enclosures).
+  T div(const T& a, const T& b) const { return a / b; }
   T mand(const T& x, DType d) const {
     double hi, lo;
     split_hi_lo(x, hi, lo);
@@ -122,17 +124,34 @@ struct EncPolicy {
   [[gnu::always_inline]] T c(double v) const { return enc_exact(v); }
   [[gnu::always_inline]] T acc(const T& x) const { return k ? enc_round_in(x, k->acc, k->unit(), k->ftz) : x; }
   [[gnu::always_inline]] T mand(const T& x, DType d) const { return enc_round_to(x, d); }
-  /// rsqrtf: its declared ulps are fp32 ulps (the function's own precision, as
-  /// calibrate-math measures them); any further rounding is the caller's acc().
-  T rsqrt(const T& x) const {
-    T r = enc_rsqrt(x);
-    return k ? enc_widen_ulps(r, DType::f32, k->ulps("rsqrt")) : r;
+  /// a / b: one acc rounding, unless the contract declares an approximate division ("div":
+  /// within its ulps of the quotient, or via "rcp": a times rcp(b) within those ulps).
+  T div(const T& a, const T& b) const {
+    const MathError* e = k ? k->op_error("div") : nullptr;
+    if (!e) return acc(a / b);
+    if (e->via == "rcp") return acc(a * enc_widen_ulps(enc_exact(1.0) / b, e->in, e->ulps));
+    return acc(enc_widen_ulps(a / b, e->in, e->ulps));
   }
-  /// The other math functions likewise: fp32 functions with the contract's ulps.
-  T fn(const T& r, const char* name) const { return k ? enc_widen_ulps(r, DType::f32, k->ulps(name)) : r; }
-  T exp(const T& x) const { return fn(enc_exp(x), "exp"); }
+  /// rsqrtf: its declared ulps are in the unit the contract names (fp32 ulps by default, as
+  /// calibrate-math measures them); any further rounding is the caller's acc().
+  T rsqrt(const T& x) const { return fn(enc_rsqrt(x), "rsqrt"); }
+  /// The other math functions likewise.
+  T fn(const T& r, const char* name) const {
+    if (!k) return r;
+    const MathError& e = k->math(name);
+    return enc_widen_ulps(r, e.in, e.ulps);
+  }
+  /// exp's argument as an impl evaluating exp(x) = exp2(x * log2 e) rounds it: the fp32
+  /// product and log2 e's own fp32 rounding each cost 2^-24 relative, so the argument is
+  /// x (1 + t) with |t| <= 2^-23 (with room for the rounding of this bound).
+  bool exp_via_exp2() const { return k && k->math("exp").via == "exp2"; }
+  static T exp2_arg(const T& x) {
+    const double t = 0x1.01p-23;
+    return Enc{x.m, enc_detail::rup(x.r + (std::fabs(x.m) + x.r) * t), x.unv, x.nan};
+  }
+  T exp(const T& x) const { return fn(enc_exp(exp_via_exp2() ? exp2_arg(x) : x), "exp"); }
   /// The same with exp(x.m) already evaluated.
-  T exp_from(const T& x, double em) const { return fn(enc_exp_from(x, em), "exp"); }
+  T exp_from(const T& x, double em) const { return exp_via_exp2() ? exp(x) : fn(enc_exp_from(x, em), "exp"); }
   T log(const T& x) const { return fn(enc_log(x), "log"); }
   T tanh(const T& x) const { return fn(enc_tanh(x), "tanh"); }
   T sin(const T& x) const { return fn(enc_sin(x), "sin"); }

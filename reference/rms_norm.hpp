@@ -45,7 +45,7 @@ template <class P, class Sum>
 typename P::T rms_rstd_of_sum(const P& p, const RmsParams& q, const Sum& s) {
   using T = typename P::T;
   const T sum = p.finish(s, "row");
-  T ms = KV_MUTANT_P(p, rms_h_no_mean) ? sum : p.acc(sum / p.c(static_cast<double>(q.n)));
+  T ms = KV_MUTANT_P(p, rms_h_no_mean) ? sum : p.div(sum, p.c(static_cast<double>(q.n)));
   T eps = p.mand(p.c(q.eps), q.compute());
   if (KV_MUTANT_P(p, rms_h_eps_bf16)) eps = p.acc(p.mand(p.c(q.eps), DType::bf16));
   if (KV_MUTANT_P(p, rms_h_eps_dropped)) eps = p.c(0);
@@ -70,7 +70,7 @@ typename P::T rms_rstd_row(const P& p, const RmsParams& q, const double* x) {
 template <class P>
 typename P::T rms_bwd_c(const P& p, const RmsParams& q, const typename P::T& r, const typename P::T& sum) {
   const auto r3 = KV_MUTANT_P(p, rms_h_c_rstd_squared) ? p.acc(r * r) : p.acc(p.acc(r * r) * r);
-  return p.acc(r3 * (KV_MUTANT_P(p, rms_h_c_no_mean) ? sum : p.acc(sum / p.c(static_cast<double>(q.n)))));
+  return p.acc(r3 * (KV_MUTANT_P(p, rms_h_c_no_mean) ? sum : p.div(sum, p.c(static_cast<double>(q.n)))));
 }
 
 /// W' = offset + w in the compute dtype, once per column.

@@ -18,12 +18,12 @@ typename P::T swiglu_sigmoid(const P& p, double a) {
   if (a < -88.0) {
     if (KV_MUTANT_P(p, sw_overflow_zero)) return p.c(0);
     auto e = p.exp(p.c(a));
-    return p.or_zero(p.acc(e / p.acc(p.c(1) + e)));
+    return p.or_zero(p.div(e, p.acc(p.c(1) + e)));
   }
   typename P::T na = -p.c(a);
   if (KV_MUTANT_P(p, sw_sigmoid_sign)) na = p.c(a);
   if (KV_MUTANT_P(p, sw_exp_arg_bf16)) na = p.mand(na, DType::bf16);
-  auto sig = p.acc(p.c(1) / p.acc(p.c(1) + p.exp(na)));
+  auto sig = p.div(p.c(1), p.acc(p.c(1) + p.exp(na)));
   return KV_MUTANT_P(p, sw_sigmoid_bf16) ? p.mand(sig, DType::bf16) : sig;
 }
 

@@ -118,10 +118,7 @@ bool validate(CaseRun& r) {
     for (auto& t : r.op.tensors(r.c)) output |= t.name == n && t.role == Role::output;
     if (!output) throw UsageError("contract of " + r.impl.name() + ": not_produced names '" + n + "', not an output of " + r.c.op);
   }
-  for (auto& [fn, ulps] : r.k.math_ulps)
-    if (auto it = r.env.measured_ulps.find(fn); it != r.env.measured_ulps.end() && ulps < it->second)
-      throw HarnessError("contract of " + r.impl.name() + " cites " + std::to_string(ulps) + " ulp for " + fn +
-                         ", calibration measured " + std::to_string(it->second) + " on this device");
+  check_math(r.c.op, r.k, r.impl.name(), r.env.measured_ulps);
 
   // Memory: the case's tensors and the reference beside them, whole or a block of rows
   // at a time (check/stream.hpp).

@@ -43,6 +43,42 @@ __global__ void poke_kernel(uint8_t* p, long long at) {
 /// Writes one byte outside y (knob `where`): the first byte past its end, the last byte
 /// of a row past its end, the first byte of a row before its start. Computes nothing
 /// else: the canary damage must be named in the verdict's reason.
+/// The CUDA rms_norm.bwd kernel under a contract that understates dW's reduction: each
+/// partial declared as a quarter of the rows it really sums serially (`kverify audit` must
+/// say understated, exit 1; the acceptance's planted understated contract on the GPU).
+class DwUnderstated : public kv::Impl {
+ public:
+  explicit DwUnderstated(const kv::Impl& base) : base_(base) {}
+  std::string op() const override { return base_.op(); }
+  std::string name() const override { return "test.cuda.dw_understated"; }
+  std::string device() const override { return base_.device(); }
+  std::string version() const override { return base_.version(); }
+  bool test_only() const override { return true; }
+  std::vector<kv::ConfigKnob> knobs() const override { return base_.knobs(); }
+  std::optional<std::string> declines(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_.declines(c, p);
+  }
+  std::optional<std::string> invalid_reason(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_.invalid_reason(c, p);
+  }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    kv::Contract k = base_.contract(c, p);
+    auto& r = k.reductions.at("rows");
+    r.serial = std::max<int64_t>(1, r.serial / 4);
+    return k;
+  }
+  std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_.workspaces(c, p);
+  }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override { base_.run(ts, c, p); }
+  std::vector<kv::Threshold> thresholds(const kv::Case& c, const kv::DeviceProfile& p) const override {
+    return base_.thresholds(c, p);
+  }
+
+ private:
+  const kv::Impl& base_;
+};
+
 class DeviceOutOfBounds : public kv::CudaImpl {
  public:
   std::string op() const override { return "rms_norm.fwd"; }
@@ -78,6 +114,7 @@ class DeviceOutOfBounds : public kv::CudaImpl {
 void register_cuda_test_impls() {
   kv::registry().add(std::make_unique<Fault>());
   kv::registry().add(std::make_unique<DeviceOutOfBounds>());
+  kv::registry().add(std::make_unique<DwUnderstated>(kv::registry().impl("rms_norm.bwd", "cuda")));
 }
 
 }  // namespace kvtest

@@ -7,17 +7,18 @@ Contracts are per case. What they rest on:
   (nvcc without fast-math); inductor's rsqrt is libdevice's __nv_rsqrtf; its exp, see below.
 - Reductions: the order inside ATen's and Triton's reduction kernels is not documented and
   changes with shape and GPU, so every reduced axis declares the worst case, serial = the
-  axis length, depth 0, partials 0 (PROTOCOL.md), which holds for any order. For a sum of
-  non-negative terms followed by a mean it also covers ATen's mean, sum * RN(1/N), one
-  rounding more than RN(sum / N): a serial sum of N terms rounds N - 1 times, serial = N
-  grants N.
+  axis length, depth 0, partials 0 (PROTOCOL.md), which holds for any order (or run with
+  `--contract audited`, which measures them).
 - fma: true everywhere (nvcc contracts a*b + c inside a kernel by default, Triton too). kverify's
   enclosures contain the fused results anyway; the claim is just true.
-- Compiled (Triton) code differs from eager in three documented ways, declared below: fp32
-  '/' is div.full.f32, max 2 ulp (PTX ISA), not RN, so u = 2^-22 instead of fp32's 2^-24
-  (2 ulp <= 2^-22 relative); libdevice may be linked flushing subnormals, so ftz = true (the
-  weaker claim); and older inductor lowers exp to ex2.approx.f32(RN(x * log2 e)) (see
-  _exp_ulps).
+- Divisions: declared per operation (math_ulps "div"), not as a contract-wide unit. Eager:
+  ATen's mean is sum * RN(1/N), declared {"ulps": 0.5, "via": "rcp"}. Compiled: Triton's fp32
+  '/' is div.full.f32, max 2 ulp (PTX ISA), not RN: {"ulps": 2}.
+- Compiled (Triton) code differs from eager in two more documented ways: libdevice may be
+  linked flushing subnormals, so ftz = true (the weaker claim); and older inductor lowers exp
+  to ex2.approx.f32(RN(x * log2 e)), declared {"via": "exp2"} (see _exp_error).
+- softmax.bwd: ATen's kernel and the decomposition inductor compiles both evaluate the
+  distributed form dx = dy*y - y*sum(dy*y): forms {"softmax.bwd_dx": "distributed"}.
 - Determinism: eager ATen kernels are deterministic for these ops (no atomics), so per-row
   outputs claim run_to_run; reductions over rows (dW, a mean/sum loss) claim nothing beyond
   config_invariant (no knobs), as asked of framework reductions; nothing is claimed
@@ -25,16 +26,10 @@ Contracts are per case. What they rest on:
   count and the tensor's shape. Compiled kernels are autotuned by timing, so their reduction
   order may change between processes: config_invariant only.
 
-Seen on an H100 (torch 2.11, triton 3.6; shapes 7x100 and 16x4096, bf16 and fp32, dists
-normal and wide), judged by kverify: every fp32 case passes, and so do softmax.fwd and
-cross_entropy.fwd/bwd in bf16 (mean; sum with label smoothing 0.1 and class weights). Three
-differences from kverify's definitions are real and show as bf16 failures:
-- rms_norm compiled: inductor drops the mandated (x * rstd).to(bf16) rounding (and m's);
-  with TORCHINDUCTOR_EMULATE_PRECISION_CASTS=1 fwd and bwd's dx pass.
-- rms_norm.bwd dw, eager and compiled: autograd rounds each dy * t product to bf16 before the
-  sum over rows; kverify's dW keeps the products in fp32 (OPS.md: an attribute if both are wanted).
-- softmax.bwd eager: ATen computes tmp = dy * y as a tensor in dy's dtype (rounded to bf16),
-  then dx = tmp - y * sum(tmp); kverify's definition has y * (dy - sum(dy * y)) in fp32."""
+Seen on an H100 (torch 2.11, triton 3.6), judged by kverify with these contracts: see the
+README's table (reports/contracts-*). What remains a real difference from kverify's
+definitions: inductor drops rms_norm's mandated (x * rstd).to(bf16) rounding (and m's), so
+compiled rms_norm fails in bf16; with TORCHINDUCTOR_EMULATE_PRECISION_CASTS=1 it passes."""
 
 import torch
 import torch._dynamo
@@ -66,18 +61,18 @@ def _compiled_version():
         return f"{_VERSION} inductor"
 
 
-def _exp_ulps():
-    """exp's ulps in compiled code. Inductor with config.use_fast_math (False by default) emits
+def _exp_error():
+    """exp in compiled code. Inductor with config.use_fast_math (False by default) emits
     libdevice.exp, __nv_expf: 2 ulp. Inductors without that option emit tl.exp, which Triton
-    lowers to ex2.approx.f32(RN(x * log2 e)): rounding the argument costs up to |x| * 2^-24
-    relative, i.e. up to |x| ulp, and a normal result needs |x| <= 87.4 (x <= 0 after the max
-    is subtracted); plus ex2.approx's own few ulps: 96 covers it."""
+    lowers to ex2.approx.f32(RN(x * log2 e)): declared as computed via exp2 (kverify encloses
+    the argument's rounding itself), with ex2.approx's 2 ulp (the guide's exp2f)."""
     use_fast_math = getattr(torch._inductor.config, "use_fast_math", None)
-    return 2 if use_fast_math is False else 96
+    return 2 if use_fast_math is False else {"ulps": 2, "in": "fp32", "via": "exp2"}
 
 
-def _contract(compiled, math_ulps, axes, per_row, across_rows):
-    """axes: {axis: length}; per_row / across_rows: output names (determinism claims above)."""
+def _contract(compiled, math_ulps, axes, per_row, across_rows, divides=True):
+    """axes: {axis: length}; per_row / across_rows: output names (determinism claims above);
+    divides: the op's definition divides (kverify list --json: math_functions "div")."""
     c = {
         "acc": "fp32",
         "fma": True,
@@ -86,10 +81,12 @@ def _contract(compiled, math_ulps, axes, per_row, across_rows):
         "reductions": {a: {"serial": max(1, int(n)), "depth": 0, "partials": 0} for a, n in axes.items()},
         "determinism": {},
     }
-    if compiled:
-        c["u"] = 2.0**-22
-        if "exp" in c["math_ulps"]:
-            c["math_ulps"]["exp"] = _exp_ulps()
+    if divides:
+        # Compiled: Triton's fp32 '/' is div.full.f32, 2 ulp. Eager: ATen's mean is
+        # sum * RN(1/N), a reciprocal within 0.5 ulp (a correctly rounded division is inside too).
+        c["math_ulps"]["div"] = {"ulps": 2, "in": "fp32"} if compiled else {"ulps": 0.5, "in": "fp32", "via": "rcp"}
+    if compiled and "exp" in c["math_ulps"]:
+        c["math_ulps"]["exp"] = _exp_error()
     for o in per_row:
         c["determinism"][o] = ["config_invariant"] if compiled else ["run_to_run", "config_invariant"]
     for o in across_rows:
@@ -228,7 +225,10 @@ def _softmax_contract(case, compiled, bwd=False):
     if bwd and not (dt["dy"] == dt["y"] and (dt["dx"] == dt["y"] or (dt["y"] == "fp32" and dt["dx"] != "fp32"))):
         raise Unsupported("softmax backward: dy and y in one dtype; dx in it, or a half type under fp32 y")
     n, _ = _n_rows(case)
-    c = _contract(compiled, {} if bwd else {"exp": 2}, {"row": n}, ["dx" if bwd else "y"], [])
+    c = _contract(compiled, {} if bwd else {"exp": 2}, {"row": n}, ["dx" if bwd else "y"], [], divides=not bwd)
+    if bwd:
+        # ATen's kernel and its decomposition (inductor's) both evaluate dx = dy*y - y*sum(dy*y).
+        c["forms"] = {"softmax.bwd_dx": "distributed"}
     if bwd and not compiled and dt["dy"] != "fp32":
         # ATen's softmax backward computes dy * y as a tensor in dy's dtype.
         c["rounding_sites"] = {"softmax.bwd_dy_y": dt["dy"]}

@@ -22,6 +22,7 @@ namespace kv {
 struct HostFaults {
   bool bf16_accumulation = false;  // every accumulator rounding to bf16 instead of fp32
   bool drop_last_term = false;     // every sum leaves out its last term
+  bool rcp_bf16 = false;           // a / b as a * rcp(b), rcp rounded to bf16 (an undeclared approximate division)
 };
 
 struct HostPolicy {
@@ -44,6 +45,7 @@ struct HostPolicy {
     if (faults.bf16_accumulation) return round_to(DType::bf16, x);
     return acc_dt == DType::f32 ? static_cast<float>(x) : round_to(acc_dt, x);
   }
+  T div(T a, T b) const { return faults.rcp_bf16 ? acc(a * round_to(DType::bf16, 1.0 / b)) : acc(a / b); }
   T mand(T x, DType d) const { return round_to(d, x); }
   T fn(double v) const { return round_to(DType::f32, v); }
   T rsqrt(T x) const {

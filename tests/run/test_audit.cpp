@@ -83,7 +83,7 @@ TEST(Audit, RmsNormBwdHostMatchesItsSummationCode) {
         }
 }
 
-TEST(Audit, LayerNormAndSoftmaxBwdHostMatchTheirSummationCode) {
+TEST(Audit, LayerNormAndSoftmaxHostMatchTheirSummationCode) {
   for (int nw : {1, 4})
     for (const char* dt : {"fp32", "bf16"})
       for (const Shape& s : kShapes) {
@@ -94,6 +94,8 @@ TEST(Audit, LayerNormAndSoftmaxBwdHostMatchTheirSummationCode) {
         const int64_t row = row_depth(s.n, 32 * nw);
         expect_measured(a, {{"rows", "dw", col}, {"rows", "db", col}, {"row", "dx:s2", row}, {"row", "dx:s1+s2", row}},
                         ln.str());
+        const kv::Case lf = make_case("layer_norm.fwd", "host", dt, s.str, cfg);  // through mean = fl(S / N)
+        expect_measured(audit(lf, "host"), {{"row", "mean", row}}, lf.str());
         const kv::Case sm = make_case("softmax.bwd", "host", dt, s.str, cfg);
         expect_measured(audit(sm, "host"), {{"row", "dx", row_depth(s.n, 32 * nw)}}, sm.str());
       }
