@@ -70,9 +70,16 @@ Runs collect(const Case& c, const Impl& impl, const Common& common, const RunEnv
   const nlohmann::json all = claiming_all(c);
   for (const CompanionDim& d : companion_dims(c, impl, env.device.profile, lim)) {
     const std::string where = "the companion of " + std::to_string(d.d0) + " rows (" + d.why + ")";
-    if (auto comp = batch_companion(c, all, d.d0 - c.shape[0])) add(a, "batch_invariant", *comp, where);
-    else r.left_nothing["batch_invariant"].push_back(where + ": no companion (layouts, aliases or an invalid shape)");
+    auto comp = batch_companion(c, all, d.d0 - c.shape[0]);
+    if (!comp) {
+      r.left_nothing["batch_invariant"].push_back("companions: none (the case has layouts or aliases, or " + where +
+                                                  " is not a valid shape)");
+      break;
+    }
+    add(a, "batch_invariant", *comp, where);
   }
+  std::error_code ec;
+  fs::remove(kept, ec);  // empty by now: each run's outputs were read and removed
   return r;
 }
 

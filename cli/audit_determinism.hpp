@@ -5,6 +5,8 @@
 // (config_invariant), and as batch companions with more leading rows (batch_invariant,
 // fuzz/batch.hpp), all at the rows run/determinism_plan.hpp picks. gpu_invariant needs a
 // second GPU: "not auditable here". Claims not made are reported with what was observed.
+// Impls of an external worker (--worker) get a fresh case-running process, but the external
+// worker itself is shared by all runs: a per-process choice inside it is not exercised.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
