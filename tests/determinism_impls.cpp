@@ -11,6 +11,8 @@
 //                           process; any two processes differ once there are 32 rows)
 //   test.det.knob           also claims config_invariant, yet rows r < log2(num_warps) move
 //   test.det.rows           every row above sm_count rows, none at or below (a split heuristic)
+//   test.det.atomics        as call_order, but claims neither run_to_run nor batch_invariant
+//                           (a kernel with atomics that says so: informational, not a failure)
 #include <unistd.h>
 
 #include <atomic>
@@ -26,16 +28,19 @@ namespace {
 
 class DeterminismBreaker : public HostWrapper {
  public:
-  enum Kind { call_order, process_order, knob, rows_ };
+  enum Kind { call_order, process_order, knob, rows_, atomics };
   DeterminismBreaker(const kv::Impl& base, Kind k) : HostWrapper(base), kind_(k) {}
   std::string name() const override {
-    static const char* names[] = {"test.det.call_order", "test.det.process_order", "test.det.knob", "test.det.rows"};
+    static const char* names[] = {"test.det.call_order", "test.det.process_order", "test.det.knob", "test.det.rows",
+                                  "test.det.atomics"};
     return names[kind_];
   }
   kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override {
     kv::Contract k = base_.contract(c, p);
     if (kind_ == knob)
       for (const char* t : {"y", "rstd"}) k.determinism[t].push_back("config_invariant");
+    if (kind_ == atomics)
+      for (const char* t : {"y", "rstd"}) k.determinism[t] = {"gpu_invariant"};
     return k;
   }
   void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override {
@@ -48,6 +53,7 @@ class DeterminismBreaker : public HostWrapper {
     for (int64_t r = 0; r < rows; ++r) {
       bool bump = false;
       switch (kind_) {
+        case atomics:
         case call_order: bump = ((static_cast<uint64_t>(r) + call) & 1) != 0; break;
         case process_order: bump = ((pid >> (r % 32)) & 1) != 0; break;
         case knob: bump = r < 6 && (int64_t(1) << r) < c.config_int("num_warps", 4); break;
@@ -69,7 +75,7 @@ class DeterminismBreaker : public HostWrapper {
 void register_determinism_impls(kv::Registry& r) {
   const kv::Impl& host = r.impl("rms_norm.fwd", "host");
   for (auto k : {DeterminismBreaker::call_order, DeterminismBreaker::process_order, DeterminismBreaker::knob,
-                 DeterminismBreaker::rows_})
+                 DeterminismBreaker::rows_, DeterminismBreaker::atomics})
     r.add(std::make_unique<DeterminismBreaker>(host, k));
 }
 

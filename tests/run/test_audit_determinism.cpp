@@ -159,6 +159,21 @@ TEST(AuditDeterminism, OnlyTheBrokenClaimIsFlagged) {
   EXPECT_NE(b["note"].get<std::string>().find("(4 of 10 runs changed)"), std::string::npos) << b.dump();
 }
 
+TEST(AuditDeterminism, ChangesNotClaimedAreReportedNotFailed) {
+  // test.det.atomics moves bits on every call but claims neither run_to_run nor batch_invariant.
+  const std::string dir = kvtest::tmpdir("audit_det_atomics");
+  const auto o = audit(KV_TESTBIN, "--op rms_norm.fwd --impl test.det.atomics", dir);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(o.text.find("unsound contract"), std::string::npos) << o.text;
+  const auto rows = rows_of(dir);
+  for (const char* claim : {"run_to_run", "batch_invariant"}) {
+    const auto& r = rows.at({"rstd", claim});
+    EXPECT_EQ(r["status"], "not claimed") << r.dump();
+    EXPECT_EQ(r["note"].get<std::string>().rfind("changed: ", 0), 0u) << r.dump();
+  }
+  EXPECT_EQ(rows.at({"y", "run_to_run"})["note"], "unchanged in 2 runs");
+}
+
 TEST(AuditDeterminism, HostImplsKeepTheirClaims) {
   for (const char* op : {"rms_norm.bwd", "softmax.fwd"}) {
     const std::string dir = kvtest::tmpdir("audit_det_host");
