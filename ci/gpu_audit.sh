@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # [contracts] on a GPU machine: `kverify audit` of every CUDA impl at two configs (and dw=atomics
 # where a kernel has it), from the binaries in $DIST. The tables in $OUT/audit.txt, the rows in
-# $OUT/audit.jsonl, and each exit status in $OUT/exits.txt (1: a contract understated).
+# $OUT/audit.jsonl, and each exit status in $OUT/exits.txt (1: a contract understated, a sum
+# dropping terms or a determinism claim broken; --determinism is on by default).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DIST=${DIST:-.dist}

@@ -19,17 +19,22 @@ std::vector<std::string> keeping_outputs(std::vector<std::string> worker_args, c
   return worker_args;
 }
 
+std::optional<std::map<std::string, StoredTensor>> run_keeping(Supervisor& sup, const RunEnv& env,
+                                                               const std::string& kept_dir, const Case& k,
+                                                               nlohmann::json* result) {
+  const nlohmann::json res = sup.run(k, env);
+  if (result) *result = res;
+  const std::string v = res.value("verdict", "error");
+  const fs::path path = fs::path(kept_dir) / (hex64(k.case_id()) + ".safetensors");
+  if ((v != "pass" && v != "unverifiable" && v != "fail") || !fs::exists(path)) return std::nullopt;
+  auto t = read_safetensors(path.string());
+  fs::remove(path);
+  return t;
+}
+
 std::optional<BatchPair> run_batch_pair(Supervisor& sup, const RunEnv& env, const std::string& kept_dir, const Case& c,
                                         const Case& companion, const nlohmann::json& result) {
-  auto outputs_of = [&](const Case& k) -> std::optional<std::map<std::string, StoredTensor>> {
-    const nlohmann::json res = sup.run(k, env);
-    const std::string v = res.value("verdict", "error");
-    const fs::path path = fs::path(kept_dir) / (hex64(k.case_id()) + ".safetensors");
-    if ((v != "pass" && v != "unverifiable" && v != "fail") || !fs::exists(path)) return std::nullopt;
-    auto t = read_safetensors(path.string());
-    fs::remove(path);
-    return t;
-  };
+  auto outputs_of = [&](const Case& k) { return run_keeping(sup, env, kept_dir, k); };
   BatchPair p;
   auto small = outputs_of(c);
   auto big = small ? outputs_of(companion) : std::nullopt;

@@ -18,6 +18,13 @@ namespace kv {
 /// directory is created).
 std::vector<std::string> keeping_outputs(std::vector<std::string> worker_args, const std::string& kept_dir);
 
+/// Runs k through `sup`, a worker keeping outputs in kept_dir, and takes its outputs off the
+/// disk; none where it left no judged outputs (a verdict other than pass, unverifiable or
+/// fail). `result`, where given, receives the case's result line.
+std::optional<std::map<std::string, StoredTensor>> run_keeping(Supervisor& sup, const RunEnv& env,
+                                                               const std::string& kept_dir, const Case& k,
+                                                               nlohmann::json* result = nullptr);
+
 struct BatchPair {
   nlohmann::json check;  // compare_batch's object, with "extra_rows"
   std::map<std::string, StoredTensor> small, big;

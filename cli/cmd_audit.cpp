@@ -1,13 +1,16 @@
 // `kverify audit`: the reduction shapes an impl really uses, measured per reduced axis by
 // masking probes (run/audit.hpp), against its declared contract; <out>/audit.jsonl and a
-// table. Exit 1 where a contract understates what was measured or a sum drops terms.
-// In this process (no worker line yet): plugins load here, workers are not audited.
+// table. Then (--determinism on, the default) each output's determinism claims against the
+// bits of repeated, fresh-process, other-config and larger-batch runs in workers
+// (cli/audit_determinism.hpp). Exit 1 where a contract understates what was measured, a sum
+// drops terms, or a determinism claim is broken. The reduction audit runs in this process.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
+#include "cli/audit_determinism.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 #include "core/error.hpp"
@@ -22,7 +25,7 @@ namespace {
 
 struct AuditArgs : CommandArgs {
   Common common;
-  std::string op, impl, dtype = "fp32", shape = "8x300", config, attrs;
+  std::string op, impl, dtype = "fp32", shape = "8x300", config, attrs, determinism = "on";
   uint64_t seed = 1;
   int64_t max_calls = 20000;
 };
@@ -64,6 +67,10 @@ std::unique_ptr<CommandArgs> setup_audit(CLI::App& sub) {
   sub.add_option("--seed", d.seed, "seed of pivots and lane assignment (default 1)")->check(seed_check());
   sub.add_option("--max-calls", d.max_calls, "impl calls per axis before falling back to a lower bound (default 20000)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  sub.add_option("--determinism", d.determinism,
+                 "on: also hold each output's determinism claims to repeated, fresh-process, other-config and "
+                 "larger-batch runs (default); off: the reduction audit alone")
+      ->check(CLI::IsMember({"on", "off"}));
   return p;
 }
 
@@ -93,16 +100,30 @@ int run_audit(CommandArgs& args, const Argv&) {
   o.seed = d.seed, o.max_calls = d.max_calls;
   const std::vector<AxisAudit> rows = audit_case(cases[0], impl, env.device.profile, o);
   std::ofstream f(std::filesystem::path(d.common.out) / "audit.jsonl", std::ios::app);
-  bool unsound = false;
-  for (const AxisAudit& a : rows) {
-    nlohmann::json j = a.to_json();
+  auto write = [&](nlohmann::json j) {
     j["case"] = cases[0].str();
     j["build"] = build_info();  // the commit whose binary measured it
     j["device_name"] = env.device.name;
     f << j.dump() << "\n";
+  };
+  bool unsound = false;
+  for (const AxisAudit& a : rows) {
+    nlohmann::json j = a.to_json();
+    j["kind"] = "reduction";
+    write(j);
     unsound |= a.unsound();
   }
   print_table(rows);
+  std::vector<ClaimAudit> claims;
+  if (d.determinism == "on" && !impl.refusal(cases[0], env.device.profile)) {
+    claims = audit_determinism(cases[0], d.common, env, *ext);
+    for (const ClaimAudit& a : claims) write(a.to_json());
+    std::printf("\n");
+    print_determinism_table(claims);
+  }
+  f.flush();
+  for (const ClaimAudit& a : claims)
+    if (a.violated()) std::printf("%s\n", a.reason().c_str()), unsound = true;
   return unsound ? 1 : 0;
 }
 

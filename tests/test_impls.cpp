@@ -290,6 +290,7 @@ void register_test_impls() {
   for (auto b : {ClaimBreaker::none, ClaimBreaker::run_to_run, ClaimBreaker::config_invariant,
                  ClaimBreaker::gpu_invariant, ClaimBreaker::batch_invariant})
     r.add(std::make_unique<ClaimBreaker>(b));
+  register_determinism_impls(r);
   r.add(std::make_unique<TwoBugs>());
   for (auto& [name, at] : out_of_bounds_writes()) r.add(std::make_unique<OutOfBounds>(name, at));
   r.add(std::make_unique<CudaLikeThresholds>());
