@@ -6,6 +6,7 @@
 #include "cli/common.hpp"
 #include "core/registry.hpp"
 #include "core/sites.hpp"
+#include "ext/accepts.hpp"
 
 namespace kv {
 
@@ -17,7 +18,8 @@ struct ListArgs : CommandArgs {
 };
 
 /// Every op with its attributes and its impls (test-only ones left out), each impl with its
-/// knobs and its contract at the op's example shape in bf16.
+/// knobs, what it accepts (where it declares it) and its contract at the op's example
+/// shape in bf16.
 nlohmann::json list_json() {
   const Registry& reg = registry();
   nlohmann::json j = nlohmann::json::array();
@@ -65,6 +67,7 @@ nlohmann::json list_json() {
         example["error"] = e.what();
       }
       impls.push_back({{"impl", im->name()}, {"device", im->device()}, {"version", im->version()}, {"knobs", knobs}, {"contract_example", example}});
+      if (const Accepts* a = impl_accepts(*im)) impls.back()["accepts"] = a->to_json();
     }
     o["impls"] = impls;
     j.push_back(o);
@@ -111,6 +114,7 @@ void print_list(const nlohmann::json& j) {
         for (auto& x : v) append_sep(vals, "|", x.get<std::string>());
         std::cout << "    " << k << " = " << vals << "\n";
       }
+      if (im.contains("accepts")) std::cout << "    accepts " << im["accepts"].dump() << "\n";
       const auto& ex = im["contract_example"];
       if (ex.contains("contract"))
         std::cout << "    contract at " << ex["case"].get<std::string>() << ":\n      " << ex["contract"].dump() << "\n";

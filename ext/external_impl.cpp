@@ -8,48 +8,23 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <set>
 
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
+#include "ext/accepts.hpp"
 
 namespace kv {
 
 namespace {
 
-/// What an impl takes (hello's optional "accepts"): float dtypes, attribute values, and
-/// layouts beyond contiguous ("strided", "in_place"). Unset: anything.
-struct Accepts {
-  std::optional<std::set<std::string>> dtypes, layouts;
-  std::map<std::string, std::set<std::string>> attrs;
-  /// Why c is outside them, if it is (no worker request needed).
-  std::optional<std::string> outside(const Case& c) const {
-    auto list = [](const std::set<std::string>& s) {
-      std::string r;
-      for (auto& x : s) r += (r.empty() ? "" : ", ") + x;
-      return r;
-    };
-    if (dtypes)
-      for (auto& [t, d] : c.dtypes)
-        if (const std::string n(dtype_name(d)); is_float(d) && !dtypes->count(n))
-          return "it accepts dtypes " + list(*dtypes) + ", not " + n + " for " + t;
-    for (auto& [a, vals] : attrs)
-      if (auto it = c.attrs.find(a); it != c.attrs.end() && !vals.count(it->second))
-        return "it accepts " + a + " " + list(vals) + ", not " + it->second;
-    if (layouts && !c.layout.empty() && !layouts->count("strided")) return "it accepts contiguous tensors only";
-    if (layouts && !c.alias.empty() && !layouts->count("in_place")) return "it does not write outputs over inputs";
-    return std::nullopt;
-  }
-};
-
 struct ExternalDecl {
   std::string op, impl, device, version;
   std::vector<ConfigKnob> knobs;
   nlohmann::json contract;  // null: asked per case
-  Accepts accepts;
+  std::optional<Accepts> accepts;  // unset: anything
 };
 
-class ExternalImpl : public Impl {
+class ExternalImpl : public Impl, public DeclaresAccepts {
  public:
   ExternalImpl(ExternalDecl d, std::shared_ptr<ExternalTransport> t, std::string io_dir)
       : d_(std::move(d)), t_(std::move(t)), io_dir_(std::move(io_dir)) {}
@@ -58,9 +33,10 @@ class ExternalImpl : public Impl {
   std::string device() const override { return d_.device; }
   std::string version() const override { return d_.version; }
   std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
+  const Accepts* accepts() const override { return d_.accepts ? &*d_.accepts : nullptr; }
 
   std::optional<std::string> declines(const Case& c, const DeviceProfile&) const override {
-    if (auto why = d_.accepts.outside(c)) return why;
+    if (auto why = d_.accepts ? d_.accepts->outside(c) : std::nullopt) return why;
     if (!d_.contract.is_null()) return std::nullopt;
     const nlohmann::json& a = contract_answer(c);
     if (a.contains("unsupported")) return a["unsupported"].get<std::string>();
@@ -153,41 +129,6 @@ class ExternalImpl : public Impl {
   }
 };
 
-/// A list of strings, each among `allowed` (where not empty).
-std::set<std::string> string_set(const nlohmann::json& v, const std::string& what, const std::set<std::string>& allowed) {
-  if (!v.is_array()) throw ExternalError(what + " must be a list of strings");
-  std::set<std::string> s;
-  for (auto& x : v) {
-    if (!x.is_string() || (!allowed.empty() && !allowed.count(x.get<std::string>())))
-      throw ExternalError(what + ": " + x.dump() + " is not one of the values it can hold");
-    s.insert(x.get<std::string>());
-  }
-  return s;
-}
-
-Accepts parse_accepts(const nlohmann::json& j, const std::string& op, const std::string& who) {
-  if (!j.is_object()) throw ExternalError(who + "accepts must be an object");
-  Accepts a;
-  for (auto& [k, v] : j.items()) {
-    if (k == "dtypes") {
-      a.dtypes = string_set(v, who + "accepts.dtypes", {"fp32", "fp16", "bf16"});
-    } else if (k == "layouts") {
-      a.layouts = string_set(v, who + "accepts.layouts", {"contiguous", "strided", "in_place"});
-    } else if (k == "attrs") {
-      if (!v.is_object()) throw ExternalError(who + "accepts.attrs must map attribute names to value lists");
-      for (auto& [name, vals] : v.items()) {
-        bool known = false;
-        for (auto& spec : registry().op(op).attrs()) known |= spec.name == name;
-        if (!known) throw ExternalError(who + "accepts.attrs: " + op + " has no attribute '" + name + "'");
-        a.attrs[name] = string_set(vals, who + "accepts.attrs." + name, {});
-      }
-    } else {
-      throw ExternalError(who + "accepts: unknown field '" + k + "' (dtypes, attrs, layouts)");
-    }
-  }
-  return a;
-}
-
 ExternalDecl parse_decl(const nlohmann::json& j) {
   ExternalDecl d;
   auto str = [&](const char* k, bool required) -> std::string {
@@ -221,7 +162,13 @@ ExternalDecl parse_decl(const nlohmann::json& j) {
       d.knobs.push_back(kn);
     }
   }
-  if (j.contains("accepts")) d.accepts = parse_accepts(j["accepts"], d.op, who);
+  if (j.contains("accepts")) {
+    try {
+      d.accepts = parse_accepts(j["accepts"], d.op, who);
+    } catch (const UsageError& e) {
+      throw ExternalError(e.what());
+    }
+  }
   if (j.contains("contract") && !j["contract"].is_null()) {
     try {
       Contract::from_json(j["contract"]);

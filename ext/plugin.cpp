@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <deque>
 
 #include <filesystem>
@@ -72,6 +73,11 @@ PluginContract plugin_contract(const PluginDesc& d, const Case& c, const DeviceP
   return out;
 }
 
+const PluginDesc* plugin_desc(const Impl& impl) {
+  auto* h = dynamic_cast<const PluginDescHolder*>(&impl);
+  return h ? &h->desc() : nullptr;
+}
+
 std::vector<TensorSpec> plugin_tensor_order(const Case& c) {
   auto specs = registry().op(c.op).tensors(c);
   std::stable_partition(specs.begin(), specs.end(), [](const TensorSpec& s) { return s.role == Role::input; });
@@ -126,9 +132,11 @@ struct Registrar {
 int add_impl(void* ctx, const kv_impl_desc* d) {
   auto* r = static_cast<Registrar*>(ctx);
   try {
-    if (!d || d->struct_size < sizeof(kv_impl_desc))
+    // `accepts` was appended within ABI version 1: a descriptor may end before it.
+    constexpr size_t v1_size = offsetof(kv_impl_desc, accepts);
+    if (!d || d->struct_size < v1_size)
       throw UsageError("a kv_impl_desc with struct_size " + std::to_string(d ? d->struct_size : 0) + " (expected " +
-                       std::to_string(sizeof(kv_impl_desc)) + ")");
+                       std::to_string(sizeof(kv_impl_desc)) + ", or " + std::to_string(v1_size) + " without accepts)");
     if (!d->op || !d->impl || !d->device || !d->contract || !d->launch)
       throw UsageError("a kv_impl_desc without op, impl, device, contract or launch");
     PluginDesc p;
@@ -142,6 +150,14 @@ int add_impl(void* ctx, const kv_impl_desc* d) {
       if (im->name() == p.impl) throw UsageError(who + " is already registered");
     p.knobs = parse_knobs(d->knobs ? d->knobs : "", who);
     p.contract = d->contract, p.launch = d->launch;
+    if (d->struct_size >= v1_size + sizeof(d->accepts) && d->accepts) {
+      try {
+        p.accepts = parse_accepts(std::string(d->accepts), p.op, "");
+      } catch (const UsageError& e) {
+        // That impl alone is unusable: its cases are errors with the reason.
+        p.unusable = "plugin impl " + p.impl + " of " + p.op + " (" + r->lib + "): " + e.what();
+      }
+    }
 #ifdef KV_HAVE_CUDA
     if (p.device == "cuda") r->reg->add(make_plugin_cuda_impl(std::move(p)));
     else r->reg->add(std::make_unique<PluginHostImpl>(std::move(p)));

@@ -10,6 +10,7 @@
 #include "core/contract.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
+#include "ext/accepts.hpp"
 #include "kverify/plugin.h"
 
 namespace kv {
@@ -20,7 +21,23 @@ struct PluginDesc {
   std::vector<ConfigKnob> knobs;
   int (*contract)(const kv_call*) = nullptr;
   int (*launch)(const kv_call*) = nullptr;
+  std::optional<Accepts> accepts;  // kv_impl_desc.accepts; unset: anything
+  std::string unusable;            // why the impl cannot run (a malformed accepts), or ""
 };
+
+/// The descriptor every plugin impl keeps (plugin_desc() finds it behind an Impl).
+class PluginDescHolder {
+ public:
+  explicit PluginDescHolder(PluginDesc d) : d_(std::move(d)) {}
+  virtual ~PluginDescHolder() = default;
+  const PluginDesc& desc() const { return d_; }
+
+ protected:
+  PluginDesc d_;
+};
+
+/// The descriptor of a plugin impl loaded in this process, or null for other impls.
+const PluginDesc* plugin_desc(const Impl& impl);
 
 class PluginCall {
  public:
@@ -50,29 +67,32 @@ struct PluginContract {
 PluginContract plugin_contract(const PluginDesc& d, const Case& c, const DeviceProfile& p);
 
 /// What every plugin impl answers from its descriptor, on top of its base (Impl for host
-/// impls, CudaImpl for cuda ones): names, knobs, and the contract callback, which also
-/// decides whether the case can run.
+/// impls, CudaImpl for cuda ones): names, knobs, what it accepts, and the contract
+/// callback, which also decides whether the case can run.
 template <class Base>
-class PluginImplBase : public Base {
+class PluginImplBase : public Base, public PluginDescHolder, public DeclaresAccepts {
  public:
-  explicit PluginImplBase(PluginDesc d) : d_(std::move(d)) {}
+  using PluginDescHolder::PluginDescHolder;
   std::string op() const override { return d_.op; }
   std::string name() const override { return d_.impl; }
   std::string version() const override { return d_.version; }
   std::vector<ConfigKnob> knobs() const override { return d_.knobs; }
+  const Accepts* accepts() const override { return d_.accepts ? &*d_.accepts : nullptr; }
   std::optional<std::string> declines(const Case& c, const DeviceProfile& p) const override {
+    if (!d_.unusable.empty()) return std::nullopt;  // contract() says why
+    if (d_.accepts)
+      if (auto why = d_.accepts->outside(c)) return why;
     auto pc = plugin_contract(d_, c, p);
     if (!pc.contract) return pc.unsupported;
     return Base::declines(c, p);
   }
   Contract contract(const Case& c, const DeviceProfile& p) const override {
+    if (!d_.unusable.empty()) throw HarnessError(d_.unusable);
+    if (auto why = d_.accepts ? d_.accepts->outside(c) : std::nullopt) throw UsageError("declined by " + d_.impl + ": " + *why);
     auto pc = plugin_contract(d_, c, p);
     if (!pc.contract) throw UsageError("declined by " + d_.impl + ": " + pc.unsupported);
     return *pc.contract;
   }
-
- protected:
-  PluginDesc d_;
 };
 
 /// The tensors of a case in the op's order, with their roles (inputs, then outputs).

@@ -1,7 +1,8 @@
 // Plugin probes (ext/plugin_probe.hpp): the probe process and the parent's side.
 //
 // Protocol (one JSON object per line): the probe starts with {"impls": [{"op", "impl",
-// "device", "version", "knobs": [{"name", "values"}]}]} or {"load_error": why}; then each
+// "device", "version", "knobs": [{"name", "values"}], "accepts"?, "unusable"?}]} or
+// {"load_error": why} ("unusable": why that impl cannot run, a malformed accepts); then each
 // request {"impl", "case", "profile"} is answered by {"declined": why} (the plugin does not
 // take such cases), {"invalid": why} (not on this device), {"contract": {...}}
 // or {"error": why, "usage": bool}.
@@ -16,7 +17,9 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "ext/accepts.hpp"
 #include "ext/plugin.hpp"
+#include "ext/plugin_call.hpp"
 
 namespace kv {
 
@@ -40,38 +43,48 @@ DeviceProfile profile_from(const nlohmann::json& j) {
   return p;
 }
 
-/// A plugin's impl as the parent sees it: what it registered, its contract through the probe.
-class ProbedPluginImpl : public Impl {
+/// A plugin's impl as the parent sees it: what it registered (from the probe's hello), its
+/// contract through the probe. Cases outside what it accepts are declined here.
+class ProbedPluginImpl : public Impl, public DeclaresAccepts {
  public:
-  ProbedPluginImpl(std::shared_ptr<PluginProbe> probe, std::string op, std::string name, std::string device,
-                   std::string version, std::vector<ConfigKnob> knobs)
-      : probe_(std::move(probe)), op_(std::move(op)), name_(std::move(name)), device_(std::move(device)),
-        version_(std::move(version)), knobs_(std::move(knobs)) {}
+  ProbedPluginImpl(std::shared_ptr<PluginProbe> probe, const nlohmann::json& d)
+      : probe_(std::move(probe)), op_(d.at("op").get<std::string>()), name_(d.at("impl").get<std::string>()),
+        device_(d.at("device").get<std::string>()), version_(d.at("version").get<std::string>()),
+        unusable_(d.value("unusable", std::string())) {
+    for (auto& k : d.at("knobs")) knobs_.push_back({k.at("name").get<std::string>(), k.at("values").get<std::vector<std::string>>()});
+    if (d.contains("accepts")) accepts_ = parse_accepts(d["accepts"], op_, "");
+  }
   std::string op() const override { return op_; }
   std::string name() const override { return name_; }
   std::string device() const override { return device_; }
   std::string version() const override { return version_; }
   std::vector<ConfigKnob> knobs() const override { return knobs_; }
+  const Accepts* accepts() const override { return accepts_ ? &*accepts_ : nullptr; }
   std::optional<std::string> declines(const Case& c, const DeviceProfile& p) const override {
+    if (!unusable_.empty()) return std::nullopt;  // its cases are errors (probe_failure)
+    if (auto why = accepts_ ? accepts_->outside(c) : std::nullopt) return why;
     return answer(c, p).declined;
   }
   std::optional<std::string> invalid_reason(const Case& c, const DeviceProfile& p) const override {
+    if (!unusable_.empty()) return std::nullopt;
     return answer(c, p).invalid;
   }
   Contract contract(const Case& c, const DeviceProfile& p) const override {
-    const auto& a = answer(c, p);
-    if (a.declined || a.invalid) throw UsageError(*refusal(c, p));
-    return Contract::from_json(a.contract);
+    if (!unusable_.empty()) throw HarnessError(unusable_);
+    if (auto why = refusal(c, p)) throw UsageError(*why);
+    return Contract::from_json(answer(c, p).contract);
   }
   void run(TensorSet&, const Case&, const DeviceProfile&) const override {
     throw HarnessError("plugin impl " + name_ + " runs in the worker process only");
   }
   const PluginProbe& probe() const { return *probe_; }
+  const std::string& unusable() const { return unusable_; }
 
  private:
   std::shared_ptr<PluginProbe> probe_;
-  std::string op_, name_, device_, version_;
+  std::string op_, name_, device_, version_, unusable_;
   std::vector<ConfigKnob> knobs_;
+  std::optional<Accepts> accepts_;
 
   const PluginProbe::Answer& answer(const Case& c, const DeviceProfile& p) const {
     const auto& a = probe_->ask(name_, c, p);
@@ -110,7 +123,12 @@ int plugin_probe_main(const std::string& path) {
       if (before.count({op->name(), im->name()})) continue;
       nlohmann::json knobs = nlohmann::json::array();
       for (auto& k : im->knobs()) knobs.push_back({{"name", k.name}, {"values", k.values}});
-      impls.push_back({{"op", im->op()}, {"impl", im->name()}, {"device", im->device()}, {"version", im->version()}, {"knobs", knobs}});
+      nlohmann::json d = {{"op", im->op()}, {"impl", im->name()}, {"device", im->device()}, {"version", im->version()}, {"knobs", knobs}};
+      if (auto* pd = plugin_desc(*im)) {
+        if (pd->accepts) d["accepts"] = pd->accepts->to_json();
+        if (!pd->unusable.empty()) d["unusable"] = pd->unusable;
+      }
+      impls.push_back(d);
     }
   say({{"impls", impls}});
   std::string line;
@@ -181,13 +199,7 @@ void PluginProbe::start(Registry& r) {
   }
   std::vector<std::unique_ptr<Impl>> impls;
   try {
-    for (auto& d : hello.at("impls")) {
-      std::vector<ConfigKnob> knobs;
-      for (auto& k : d.at("knobs")) knobs.push_back({k.at("name").get<std::string>(), k.at("values").get<std::vector<std::string>>()});
-      impls.push_back(std::make_unique<ProbedPluginImpl>(shared_from_this(), d.at("op").get<std::string>(), d.at("impl").get<std::string>(),
-                                                         d.at("device").get<std::string>(), d.at("version").get<std::string>(),
-                                                         std::move(knobs)));
-    }
+    for (auto& d : hello.at("impls")) impls.push_back(std::make_unique<ProbedPluginImpl>(shared_from_this(), d));
   } catch (const std::exception& e) {
     child_.stop(0);
     throw HarnessError("plugin " + path_ + ": its probe's hello is malformed: " + e.what());
@@ -219,8 +231,10 @@ const PluginProbe::Answer& PluginProbe::ask(const std::string& impl, const Case&
 }
 
 std::optional<std::string> probe_failure(const Impl& impl) {
-  if (auto* p = dynamic_cast<const ProbedPluginImpl*>(&impl))
+  if (auto* p = dynamic_cast<const ProbedPluginImpl*>(&impl)) {
     if (!p->probe().failure().empty()) return p->probe().source() + ": " + p->probe().failure();
+    if (!p->unusable().empty()) return p->probe().source() + ": " + p->unusable();
+  }
   return std::nullopt;
 }
 

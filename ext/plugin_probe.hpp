@@ -62,7 +62,8 @@ class PluginProbe : public std::enable_shared_from_this<PluginProbe> {
   nlohmann::json exchange(const std::string& request, const std::string& doing);
 };
 
-/// Why a plugin impl registered through a probe cannot run any more (its probe failed).
+/// Why a plugin impl registered through a probe cannot run (its probe failed, or its
+/// accepts is malformed).
 std::optional<std::string> probe_failure(const Impl& impl);
 
 }  // namespace kv

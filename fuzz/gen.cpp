@@ -124,8 +124,9 @@ std::vector<std::string> attr_pool(const AttrSpec& a, const std::vector<int64_t>
 /// Now and then: outputs written in place over an input of the same shape and dtype, and
 /// tensors at a base offset (one element of a 16-bit dtype misaligns by 2 bytes) with a
 /// padded row stride, which vector loads and stores must respect.
-void draw_layouts(Case& c, rc::Random& r) {
-  const bool alias = chance(r, 1, 6), layout = chance(r, 1, 6);
+void draw_layouts(const CaseSpace& s, Case& c, rc::Random& r) {
+  // Both chances drawn whatever the impl accepts: the draws after them stay the same.
+  const bool alias = chance(r, 1, 6) && s.in_place, layout = chance(r, 1, 6) && s.strided;
   if (!alias && !layout) return;
   Case plain = c;
   try {
@@ -205,13 +206,20 @@ Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim)
   bool seed_shape = false;
   c.shape = draw_shape(s, r, size, cap, seed_shape);
   static const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
+  // A dtype the impl does not accept becomes one it does (the same number of draws).
+  auto accepted = [&](DType d, uint64_t u) {
+    if (s.dtypes.empty() || std::find(s.dtypes.begin(), s.dtypes.end(), d) != s.dtypes.end()) return d;
+    return s.dtypes[u % s.dtypes.size()];
+  };
   const uint64_t d = pick(r, 10);
-  c.dtypes["x"] = d < 3 ? DType::f32 : d < 7 ? DType::bf16 : DType::f16;
+  c.dtypes["x"] = accepted(d < 3 ? DType::f32 : d < 7 ? DType::bf16 : DType::f16, d);
   const bool mix = !s.mixable.empty() && chance(r, 1, 5);
   for (auto& k : s.knobs) c.config[k.name] = chance(r, 2, 5) ? k.values.front() : pick_of(r, k.values);
   for (auto& a : s.attrs) {
     auto pool = attr_pool(a, c.shape, r);
-    if (!chance(r, 1, 2)) c.attrs[a.name] = pick_of(r, pool);
+    const bool set = !chance(r, 1, 2);
+    if (auto only = s.attr_values.find(a.name); only != s.attr_values.end()) c.attrs[a.name] = pick_of(r, only->second);
+    else if (set) c.attrs[a.name] = pick_of(r, pool);
   }
   if (mix) {
     // Only tensors this case has (rope's tables depend on its positions attribute).
@@ -222,7 +230,10 @@ Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim)
       // An invalid draw: its tensors are unknown, so nothing is mixed.
     }
     for (auto& t : s.mixable)
-      if (chance(r, 1, 2) && plain.dtypes.count(t)) c.dtypes[t] = kDtypes[pick(r, 3)];
+      if (chance(r, 1, 2) && plain.dtypes.count(t)) {
+        const uint64_t u = pick(r, 3);
+        c.dtypes[t] = accepted(kDtypes[u], u);
+      }
   }
   if (!s.dists.empty()) c.dist = chance(r, 35, 100) ? s.dists.front() : pick_of(r, s.dists);
   // Sizes where the impl's path changes (issue 18): the thresholds it declares for this
@@ -234,7 +245,7 @@ Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim)
       move_to_target(c, r, cap, s.even, lim.profile, first.first, first.second);
   }
   c.seed = r.next() >> 33;  // small enough to read in a case string
-  draw_layouts(c, r);
+  draw_layouts(s, c, r);
   return c;
 }
 

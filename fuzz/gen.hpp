@@ -33,7 +33,8 @@ const std::vector<int64_t>& special_sizes();
 /// draws in five one or two of its dim ranges moved to a threshold of the impl or a
 /// multiple of the SM count, or beside it (fuzz/targets.hpp); now and then in-place
 /// outputs and offset or padded layouts) without normalizing it: the op may still refuse
-/// the combination.
+/// the combination. Dtypes, attribute values and layouts stay inside what the impl
+/// declares it accepts (CaseSpace); an impl may still decline a case for other reasons.
 Case draw_case(const CaseSpace& s, rc::Random r, int size, const GenLimits& lim);
 
 /// Candidates as a campaign runs them: normalized with their shrinks when the op accepts

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "ext/accepts.hpp"
 
 namespace kv {
 
@@ -104,6 +105,14 @@ CaseSpace make_space(const std::string& opname, const std::string& implname) {
   } catch (const UsageError& e) {
     throw UsageError("cannot fuzz " + opname + " impl " + implname + ": its example case does not normalize (" +
                      e.what() + ")");
+  }
+  if (const Accepts* a = impl_accepts(impl)) {
+    for (DType d : {DType::f32, DType::bf16, DType::f16})
+      if (a->dtype(d)) s.dtypes.push_back(d);
+    for (auto& [name, vals] : a->attrs)
+      if (!vals.empty()) s.attr_values[name].assign(vals.begin(), vals.end());
+    s.strided = a->layout("strided");
+    s.in_place = a->layout("in_place");
   }
   // A dim takes only even sizes when an odd size is refused where the even neighbour is not.
   for (size_t i = 0; i < s.example.size(); ++i) {

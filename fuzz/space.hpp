@@ -3,6 +3,7 @@
 // normalize() which variations it accepts, so every op and external impl is covered by one
 // generator instead of a copy per op.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct CaseSpace {
   std::vector<ConfigKnob> knobs;      // the first value of each is its default
   std::vector<AttrSpec> attrs;
   std::vector<std::string> dists;     // "normal" first when the op knows it
+  // Inside what the impl declares it accepts (impl_accepts), where it does:
+  std::vector<DType> dtypes;          // float dtypes drawn; empty: fp32, bf16 and fp16
+  std::map<std::string, std::vector<std::string>> attr_values;  // attributes drawn from these alone
+  bool strided = true, in_place = true;  // offset or strided layouts, outputs over inputs
 };
 
 /// Builds the space of one (op, impl) pair; throws UsageError when the op's example shape

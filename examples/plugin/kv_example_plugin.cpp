@@ -14,6 +14,14 @@ namespace kvp {
 
 namespace {
 
+// What both impls take: kverify declines other cases itself (mode none, say: "declined by
+// plugin_host: it accepts mode gemma, llama, not none") without calling contract(), and
+// fuzz draws only these. contract() still refuses what this cannot say (rstd in another
+// dtype than fp32 or written over an input, N > 2^24, an offset that is not an fp32 value).
+constexpr const char* kAccepts =
+    "{\"dtypes\": [\"fp32\", \"fp16\", \"bf16\"], \"attrs\": {\"mode\": [\"llama\", \"gemma\"]},"
+    " \"layouts\": [\"contiguous\", \"strided\", \"in_place\"]}";
+
 // ---- contracts ----
 
 int contract(const kv_call* c, bool cuda) {
@@ -129,6 +137,7 @@ KV_PLUGIN_EXPORT int kverify_plugin_register(const kv_registrar* r) {
   host.knobs = nullptr;
   host.contract = kvp::host_contract;
   host.launch = kvp::host_launch;
+  host.accepts = kvp::kAccepts;  // optional (NULL: everything); plugin_cuda takes the same
   int rc = r->add_impl(r->ctx, &host);
 #ifdef KV_PLUGIN_CUDA
   kv_impl_desc cuda = host;

@@ -28,6 +28,19 @@
  *   {"acc": "fp32", "fma": true, "ftz": false, "math_ulps": {"rsqrt": 2},
  *    "reductions": {"row": {"serial": 16, "depth": 8, "partials": 0}},
  *    "determinism": {"y": ["run_to_run", "gpu_invariant", "batch_invariant"]}}
+ *
+ * What an impl takes (kv_impl_desc.accepts, optional): JSON, the same as a worker's
+ * `accepts` (examples/worker/PROTOCOL.md), each field optional (absent: anything):
+ *   {"dtypes": ["fp32", "bf16"], "attrs": {"mode": ["llama", "gemma"]},
+ *    "layouts": ["contiguous", "strided", "in_place"]}
+ * kverify declines the other cases itself ("declined by <impl>: it accepts dtypes fp32,
+ * not bf16 for x") without calling contract(), and fuzz draws only inside it. A malformed
+ * one (not JSON, an unknown field, dtype, layout, attribute or value) makes that impl
+ * unusable: its cases are `error` with the reason.
+ *
+ * Compatibility: `accepts` was appended to kv_impl_desc within ABI version 1. kverify reads
+ * it only when desc->struct_size covers it, so a plugin built against the older header
+ * (whose struct_size ends at `launch`) loads unchanged and accepts everything.
  */
 #ifndef KVERIFY_PLUGIN_H
 #define KVERIFY_PLUGIN_H
@@ -118,6 +131,9 @@ typedef struct kv_impl_desc {
   /* Computes the outputs. For "cuda" impls: enqueue on call->stream; kverify checks
    * cudaGetLastError() and synchronizes. */
   int (*launch)(const kv_call* call);
+  /* What the impl takes, as JSON (see above); NULL: everything. Read only when
+   * struct_size covers it (appended within ABI version 1). */
+  const char* accepts;
 } kv_impl_desc;
 
 typedef struct kv_registrar {

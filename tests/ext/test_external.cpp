@@ -91,6 +91,24 @@ TEST(External, AWorkerImplDeclaresWhatItAcceptsAndOtherCasesAreDeclined) {
   EXPECT_EQ(skipped, 2);
 }
 
+// softmax_bwd accepts fp32 contiguous tensors only: fuzz draws nothing else, so no draw is
+// declined and the budget is all cases that ran.
+TEST(External, FuzzDrawsOnlyWhatAWorkerImplAccepts) {
+  const std::string d = kvtest::tmpdir("worker_fuzz_accepts");
+  Out o = sh(KV_BIN, "fuzz " + worker("--impl py=pure_impls:softmax_bwd") + " --device host --op softmax.bwd --impl py"
+                         " --budget-cases 8 --seed 3 --curated none --max-elements 2048 --out " + d);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find(" 0 rejected"), std::string::npos) << o.text;
+  const auto rs = results(d);
+  ASSERT_EQ(rs.size(), 8u) << o.text;
+  for (auto& r : rs) {
+    EXPECT_EQ(r["verdict"], "pass") << r.dump();
+    for (auto& [t, dt] : r["dtypes"].items()) EXPECT_EQ(dt, "fp32") << t << ": " << r.dump();
+    EXPECT_EQ(r["case"].get<std::string>().find(" layout="), std::string::npos) << r.dump();
+    EXPECT_EQ(r["case"].get<std::string>().find(" alias="), std::string::npos) << r.dump();
+  }
+}
+
 TEST(External, AMalformedAcceptsMakesTheWorkerUnusable) {
   const std::string dir = kvtest::tmpdir("worker_bad_accepts");
   for (auto [name, accepts, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
@@ -141,7 +159,8 @@ TEST(External, ExamplePluginHostPathPasses) {
       continue;
     }
     EXPECT_EQ(r["verdict"], "skip") << r.dump();
-    EXPECT_EQ(r.value("reason", "").rfind("declined by plugin_host: ", 0), 0u) << r.dump();
+    // Declined by kverify from the plugin's accepts, before any contract() call.
+    EXPECT_EQ(r.value("reason", ""), "declined by plugin_host: it accepts mode gemma, llama, not none") << r.dump();
     declined = r.value("case", "");
   }
   // Replaying that one case alone is a usage error with the same words.
@@ -155,16 +174,17 @@ TEST(External, ExamplePluginHostPathPasses) {
   EXPECT_NE(l.text.find("impl plugin_host (host)"), std::string::npos) << l.text;
 }
 
-// The example plugin declines much of what the generator draws (mode=none, mixed dtypes,
-// rstd sharing an input's storage): each index draws again until a case runs, so the
-// budget counts cases that ran, and the declines are named as such.
+// rms_old (tests/ext/accepts_plugin.c) declares no accepts and declines every dtype but
+// fp32 from contract(): each index draws again until a case runs, so the budget counts
+// cases that ran, and the declines are named as such. (The same arithmetic declaring what
+// it accepts draws no declined case: PluginAccepts.FuzzDrawsOnlyWhatTheImplAccepts.)
 TEST(External, FuzzBudgetCountsCasesThatRun) {
   const std::string d = kvtest::tmpdir("plugin_fuzz_budget");
-  Out o = sh(KV_BIN, "fuzz --plugin " KV_EXAMPLE_PLUGIN " --device host --op rms_norm.fwd --impl plugin_host"
+  Out o = sh(KV_BIN, "fuzz --plugin " KV_ACCEPTS_PLUGIN " --device host --op rms_norm.fwd --impl rms_old"
                      " --budget-cases 12 --seed 3 --curated none --max-elements 4096 --out " + d);
   EXPECT_EQ(o.code, 0) << o.text;
   EXPECT_EQ(results(d).size(), 12u) << o.text;
-  EXPECT_NE(o.text.find("declined by plugin_host, e.g. "), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("declined by rms_old, e.g. "), std::string::npos) << o.text;
   EXPECT_EQ(o.text.find("rejected by the device"), std::string::npos) << o.text;
 }
 

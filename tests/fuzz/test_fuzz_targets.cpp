@@ -170,5 +170,5 @@ TEST(FuzzTargets, TheCampaignKeepsItsProfileAndDeviceProfileOverridesReachIt) {
   std::ifstream f(dir + "/campaign.json");
   const auto j = nlohmann::json::parse(f);
   EXPECT_EQ(j["profile"]["sm_count"], 108);
-  EXPECT_EQ(j["generator"], 2);
+  EXPECT_EQ(j["generator"], 3);
 }
