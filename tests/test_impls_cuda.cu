@@ -43,9 +43,9 @@ __global__ void poke_kernel(uint8_t* p, long long at) {
 /// Writes one byte outside y (knob `where`): the first byte past its end, the last byte
 /// of a row past its end, the first byte of a row before its start. Computes nothing
 /// else: the canary damage must be named in the verdict's reason.
-/// The CUDA rms_norm.bwd kernel under a contract that understates dW's reduction: each
-/// partial declared as a quarter of the rows it really sums serially (`kverify audit` must
-/// say understated, exit 1; the acceptance's planted understated contract on the GPU).
+/// The CUDA rms_norm.bwd kernel under a contract that understates dW's reduction: a quarter
+/// of its serial run and of its partials (n_eff about a quarter of the real one; `kverify
+/// audit` must say understated, exit 1: the acceptance's planted understated contract on the GPU).
 class DwUnderstated : public kv::Impl {
  public:
   explicit DwUnderstated(const kv::Impl& base) : base_(base) {}
@@ -65,6 +65,7 @@ class DwUnderstated : public kv::Impl {
     kv::Contract k = base_.contract(c, p);
     auto& r = k.reductions.at("rows");
     r.serial = std::max<int64_t>(1, r.serial / 4);
+    r.partials /= 4;
     return k;
   }
   std::vector<kv::WorkspaceReq> workspaces(const kv::Case& c, const kv::DeviceProfile& p) const override {
