@@ -86,6 +86,15 @@ int64_t count_field(const nlohmann::json& r, const char* key, const std::string&
   return v.get<int64_t>();
 }
 
+/// An error of 2^(p-1) ulps or more is a relative error of 1 or more: the enclosure of
+/// every value through that function or division would be unbounded, so nothing the impl
+/// computes there would be checked (a vacuous contract), and it is refused.
+void check_ulps_bound(const std::string& fn, const MathError& e) {
+  if (e.ulps * 2 * unit_roundoff(e.in) >= 1)
+    throw UsageError("contract: math_ulps." + fn + ": " + std::to_string(e.ulps) + " ulps of " + std::string(dtype_name(e.in)) +
+                     " is a relative error of 1 or more: nothing computed through it would be checked");
+}
+
 /// One math_ulps entry: a number (ulps of fp32) or {"ulps": x, "in": dtype, "via": form}.
 void read_math_ulps(Contract& c, const std::string& fn, const nlohmann::json& v) {
   const std::string at = "contract: math_ulps." + fn;
@@ -93,6 +102,7 @@ void read_math_ulps(Contract& c, const std::string& fn, const nlohmann::json& v)
   if (v.is_number()) {
     if (!(v.get<double>() >= 0)) throw UsageError(at + " must be a number >= 0");
     c.math_ulps[fn] = v.get<double>();
+    check_ulps_bound(fn, c.math_ulps[fn]);
     return;
   }
   if (!v.is_object() || !v.contains("ulps"))
@@ -110,6 +120,7 @@ void read_math_ulps(Contract& c, const std::string& fn, const nlohmann::json& v)
     e.via = it->second;
   }
   c.math_ulps[fn] = e;
+  check_ulps_bound(fn, e);
 }
 
 /// rounding_sites (name -> dtype) and forms (name -> choice); checked against the op later.

@@ -2,6 +2,7 @@
 #include "core/sites.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.hpp"
 
@@ -120,6 +121,22 @@ void check_sites(const std::string& op, const Contract& k, const std::string& im
     if (std::find(f->choices.begin(), f->choices.end(), choice) == f->choices.end())
       throw UsageError("contract of " + impl + ": form " + name + " has no choice '" + choice + "'");
   }
+}
+
+void check_contract(const OpBinding& op, const Case& c, const Contract& k, const std::string& impl,
+                    const std::map<std::string, double>& measured) {
+  check_sites(c.op, k, impl);
+  check_math(c.op, k, impl, measured);
+  std::string outs;
+  std::set<std::string> names;
+  for (auto& t : op.tensors(c))
+    if (t.role == Role::output) names.insert(t.name), outs += (outs.empty() ? "" : ", ") + t.name;
+  auto check = [&](const std::string& n, const char* field) {
+    if (!names.count(n))
+      throw UsageError("contract of " + impl + ": " + field + " names '" + n + "', not an output of " + c.op + " (" + outs + ")");
+  };
+  for (auto& n : k.not_produced) check(n, "not_produced");
+  for (auto& [n, claims] : k.determinism) check(n, "determinism");
 }
 
 Case with_sites(Case c, const Contract& k) {

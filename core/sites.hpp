@@ -12,6 +12,7 @@
 
 #include "core/case.hpp"
 #include "core/contract.hpp"
+#include "core/registry.hpp"
 
 namespace kv {
 
@@ -49,6 +50,11 @@ void check_math(const std::string& op, const Contract& k, const std::string& imp
 
 /// Every site of every op, declarable and mandated.
 const std::vector<SiteDef>& site_defs();
+/// Everything kverify checks of an impl's contract for case c of op before using it:
+/// check_sites, check_math, and that not_produced and determinism name outputs of the op.
+/// Throws UsageError (the case is an `error`; `audit` exits 2).
+void check_contract(const OpBinding& op, const Case& c, const Contract& k, const std::string& impl,
+                    const std::map<std::string, double>& measured_fp32_ulps = {});
 /// The sites of one op (declarable and mandated).
 std::vector<SiteDef> sites_of(const std::string& op);
 /// The math functions op's definition may call (a contract's math_ulps must cover those its

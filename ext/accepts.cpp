@@ -19,6 +19,7 @@ std::string list(const std::set<std::string>& s) {
 /// A list of strings, each among `allowed` (where not empty).
 std::set<std::string> string_set(const nlohmann::json& v, const std::string& what, const std::set<std::string>& allowed) {
   if (!v.is_array()) throw UsageError(what + " must be a list of strings");
+  if (v.empty()) throw UsageError(what + " is empty: the impl would accept nothing (leave the field out to accept any)");
   std::set<std::string> s;
   for (auto& x : v) {
     if (!x.is_string() || (!allowed.empty() && !allowed.count(x.get<std::string>())))

@@ -344,9 +344,7 @@ class Campaign {
     std::cout << "fuzz campaign seed " << st_.seed << " (shard " << st_.shard.str() << "): " << tally_.total()
               << " cases (" << tally_.curated << " curated)";
     for (auto& [v, n] : tally_.verdicts) std::cout << ", " << n << " " << v;
-    std::cout << ", " << tally_.rejected << " rejected";
-    if (timed_out) std::cout << "; stopped by --budget-seconds";
-    std::cout << "\n";
+    std::cout << ", " << tally_.rejected << " rejected" << (timed_out ? "; stopped by --budget-seconds" : "") << "\n";
     for (auto& [by, why] : reject_example_) std::cout << "  " << by << ", e.g. " << why << "\n";
     if (o_.sanitize_every > 0) {
       std::cout << "sanitizer: " << sanitized_ << " cases rerun under the tools (every " << o_.sanitize_every
@@ -358,6 +356,8 @@ class Campaign {
       print_failures_by_class(read_results(failures_path_), std::cout);
       std::cout << "failures (shrunk): " << failures_path_ << "\n";
     }
+    if (tally_.total() == 0 && tally_.rejected > 0)  // checked nothing: never a success
+      return std::cerr << "kverify fuzz: no case ran: all " << tally_.rejected << " draws were rejected or declined\n", 1;
     return tally_.failing() > 0 ? 1 : 0;
   }
 };

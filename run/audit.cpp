@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/sites.hpp"
 #include "ops/audit_probe.hpp"
 #include "run/audit_calls.hpp"
 #include "run/runner.hpp"
@@ -303,6 +304,7 @@ std::vector<AxisAudit> audit_case(const Case& c, const Impl& impl, const DeviceP
     return {base};
   }
   const Contract k = impl.contract(c, p);
+  check_contract(registry().op(c.op), c, k, impl.name());  // an invalid contract is no audit's subject (exit 2)
   if (k.reductions.empty()) {
     base.status = "nothing to audit", base.note = "the op has no reduced axis";
     return {base};

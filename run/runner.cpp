@@ -111,14 +111,8 @@ bool validate(CaseRun& r) {
   r.k = r.impl.contract(r.c, r.prof);
   if (r.env.audited)
     if (auto why = apply_audited_contract(r.c, r.impl, r.prof, r.k, r.j)) r.reasons.push_back(*why);
-  check_sites(r.c.op, r.k, r.impl.name());
   r.j["contract"] = r.k.to_json();
-  for (auto& n : r.k.not_produced) {
-    bool output = false;
-    for (auto& t : r.op.tensors(r.c)) output |= t.name == n && t.role == Role::output;
-    if (!output) throw UsageError("contract of " + r.impl.name() + ": not_produced names '" + n + "', not an output of " + r.c.op);
-  }
-  check_math(r.c.op, r.k, r.impl.name(), r.env.measured_ulps);
+  check_contract(r.op, r.c, r.k, r.impl.name(), r.env.measured_ulps);
 
   // Memory: the case's tensors and the reference beside them, whole or a block of rows
   // at a time (check/stream.hpp).

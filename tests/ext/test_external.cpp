@@ -114,7 +114,8 @@ TEST(External, AMalformedAcceptsMakesTheWorkerUnusable) {
   for (auto [name, accepts, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"fp8", "{'dtypes': ['fp8']}", "accepts.dtypes: \"fp8\" is not one of the values"},
            {"attr", "{'attrs': {'no_such': ['x']}}", "accepts.attrs: softmax.fwd has no attribute 'no_such'"},
-           {"field", "{'shapes': []}", "accepts: unknown field 'shapes'"}}) {
+           {"field", "{'shapes': []}", "accepts: unknown field 'shapes'"},
+           {"empty", "{'dtypes': []}", "accepts.dtypes is empty: the impl would accept nothing"}}) {
     std::ofstream(dir + "/bad_" + name + ".py")
         << "from kv_worker import impl\n"
         << "@impl(op='softmax.fwd', device='host', contract={'acc': 'fp32', 'math_ulps': {'exp': 1}}, accepts=" << accepts
@@ -131,6 +132,21 @@ TEST(External, AMalformedAcceptsMakesTheWorkerUnusable) {
       EXPECT_NE(r.value("reason", "").find(says), std::string::npos) << name << ": " << r.value("reason", "");
     }
   }
+}
+
+// A fuzz campaign whose every draw the impl declines checked nothing: exit 1, saying so.
+TEST(External, AFuzzCampaignThatRanNoCaseFails) {
+  const std::string dir = kvtest::tmpdir("worker_declines_all");
+  std::ofstream(dir + "/never.py") << "from kv_worker import impl, Unsupported\n"
+                                   << "def c(case):\n    raise Unsupported('declines every case')\n"
+                                   << "@impl(op='softmax.fwd', device='host', contract=c)\n"
+                                   << "def f(t, case):\n    raise RuntimeError('never called')\n";
+  const std::string w = "--worker 'env PYTHONPATH=" + dir + " python3 " KV_SOURCE_DIR
+                        "/examples/worker/kv_worker.py --impl n=never:f'";
+  Out o = sh(KV_BIN, "fuzz " + w + " --op softmax.fwd --impl n --budget-cases 4 --seed 5 --curated none --max-elements 2048 --out " +
+                         dir + "/out");
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("no case ran: all"), std::string::npos) << o.text;
 }
 
 TEST(External, ExamplePluginHostPathPasses) {

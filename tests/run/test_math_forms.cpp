@@ -52,6 +52,39 @@ TEST(MathUnits, UlpsNameTheirUnitAndRoundTrip) {
     EXPECT_THROW(kv::Contract::from_json({{"math_ulps", bad}}), kv::UsageError) << bad.dump();
 }
 
+// A declared error of relative size 1 or more would leave every element unbounded (a case that
+// checks nothing): refused, in either unit.
+TEST(MathUnits, AVacuousErrorIsRefused) {
+  for (auto bad : {nlohmann::json(1e30), nlohmann::json(8388608.0), nlohmann::json{{"ulps", 128}, {"in", "bf16"}},
+                   nlohmann::json{{"ulps", 1e300}, {"via", "rcp"}}})
+    EXPECT_THROW(kv::Contract::from_json({{"math_ulps", {{"div", bad}}}}), kv::UsageError) << bad.dump();
+  EXPECT_NO_THROW(kv::Contract::from_json({{"math_ulps", {{"exp", 8388607.0}, {"div", {{"ulps", 127}, {"in", "bf16"}}}}}}));
+}
+
+// Determinism claims and not_produced must name outputs of the op: a typo (dX) is an error in
+// a run and exit 2 in an audit, never silently dropped claims.
+TEST(Contracts, ClaimsNameOutputsOfTheOpAndAuditRefusesAnInvalidContract) {
+  const kv::Case c = one_case("softmax.bwd", "test.contract_env", "4x40");
+  nlohmann::json k = kvtest::run_in_process(c)["contract"];
+  k["determinism"] = {{"dX", {"run_to_run"}}};
+  {
+    Env e("KV_TEST_CONTRACT", k.dump());
+    const auto j = kvtest::run_in_process(c);
+    EXPECT_EQ(j["verdict"], "error");
+    EXPECT_NE(j.value("reason", "").find("determinism names 'dX', not an output of softmax.bwd (dx)"), std::string::npos)
+        << j.value("reason", "");
+  }
+  for (auto bad : {nlohmann::json{{"determinism", {{"dX", {"run_to_run"}}}}}, nlohmann::json{{"forms", {{"softmax.bwd_dx", "bogus"}}}},
+                   nlohmann::json{{"math_ulps", {{"div", 1}}}}}) {
+    nlohmann::json kk = kvtest::run_in_process(c)["contract"];
+    kk.update(bad);
+    Env e("KV_TEST_CONTRACT", kk.dump());
+    const auto o = kvtest::sh(KV_TESTBIN, "audit --device host --op softmax.bwd --impl test.contract_env --shape 4x40 --out " +
+                                              kvtest::tmpdir("audit_bad"));
+    EXPECT_EQ(o.code, 2) << bad.dump() << "\n" << o.text;
+  }
+}
+
 // An ulp of bf16 is 2^16 ulps of fp32: the same error declared in either unit encloses the same.
 TEST(MathUnits, AnUlpOfBf16IsTwoToTheSixteenUlpsOfFp32) {
   kv::Contract a, b;
