@@ -52,6 +52,9 @@ std::optional<std::string> Accepts::outside(const Case& c) const {
     for (auto& [t, d] : c.dtypes)
       if (const std::string n(dtype_name(d)); is_float(d) && !dtypes->count(n))
         return "it accepts dtypes " + list(*dtypes) + ", not " + n + " for " + t;
+  for (auto& [t, set] : tensor_dtypes)
+    if (auto it = c.dtypes.find(t); it != c.dtypes.end() && !set.count(std::string(dtype_name(it->second))))
+      return "it accepts dtypes " + list(set) + " for " + t + ", not " + std::string(dtype_name(it->second));
   for (auto& [a, vals] : attrs)
     if (auto it = c.attrs.find(a); it != c.attrs.end() && !vals.count(it->second))
       return "it accepts " + a + " " + list(vals) + ", not " + it->second;
@@ -60,13 +63,18 @@ std::optional<std::string> Accepts::outside(const Case& c) const {
   return std::nullopt;
 }
 
-bool Accepts::dtype(DType d) const { return !is_float(d) || !dtypes || dtypes->count(std::string(dtype_name(d))); }
+bool Accepts::dtype(DType d) const {
+  const std::string n(dtype_name(d));
+  auto x = tensor_dtypes.find("x");
+  return !is_float(d) || ((!dtypes || dtypes->count(n)) && (x == tensor_dtypes.end() || x->second.count(n)));
+}
 
 bool Accepts::layout(const std::string& l) const { return !layouts || layouts->count(l); }
 
 nlohmann::json Accepts::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   if (dtypes) j["dtypes"] = *dtypes;
+  if (!tensor_dtypes.empty()) j["dtypes"] = tensor_dtypes;
   if (layouts) j["layouts"] = *layouts;
   if (!attrs.empty()) j["attrs"] = attrs;
   return j;
@@ -81,7 +89,15 @@ Accepts parse_accepts(const nlohmann::json& j, const std::string& op, const std:
   if (!j.is_object()) throw UsageError(who + "accepts must be an object");
   Accepts a;
   for (auto& [k, v] : j.items()) {
-    if (k == "dtypes") {
+    if (k == "dtypes" && v.is_object()) {
+      Case ex;  // the op's tensors, from its example case
+      ex.op = op, ex.shape = registry().op(op).example_shape(), ex.dtypes = {{"x", DType::f32}};
+      registry().op(op).normalize(ex);
+      for (auto& [t, vals] : v.items()) {
+        if (!ex.dtypes.count(t)) throw UsageError(who + "accepts.dtypes: " + op + " has no tensor '" + t + "'");
+        a.tensor_dtypes[t] = string_set(vals, who + "accepts.dtypes." + t, {"fp32", "fp16", "bf16"});
+      }
+    } else if (k == "dtypes") {
       a.dtypes = string_set(v, who + "accepts.dtypes", {"fp32", "fp16", "bf16"});
     } else if (k == "layouts") {
       a.layouts = string_set(v, who + "accepts.layouts", {"contiguous", "strided", "in_place"});

@@ -19,11 +19,15 @@ struct Accepts {
   /// Unset: any. dtypes among fp32, fp16, bf16 (integer tensors are not constrained);
   /// layouts among contiguous, strided (offsets and strides), in_place (aliases).
   std::optional<std::set<std::string>> dtypes, layouts;
+  /// dtypes per tensor ({"x": ["bf16"], "y": ["bf16"]}; JSON dtypes as an object): the
+  /// tensors named take only those, the others any (a norm's fp32 rstd beside bf16 x).
+  std::map<std::string, std::set<std::string>> tensor_dtypes;
   /// Per attribute named, its values in canonical form (as a normalized case holds them).
   std::map<std::string, std::set<std::string>> attrs;
 
   /// Why c (normalized) is outside them, if it is.
   std::optional<std::string> outside(const Case& c) const;
+  /// Whether the main dtype (tensor x's) may be d.
   bool dtype(DType d) const;
   bool layout(const std::string& l) const;
   /// The declaration in canonical form (parse_accepts reads it back unchanged).

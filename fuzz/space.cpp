@@ -127,7 +127,9 @@ CaseSpace make_space(const std::string& opname, const std::string& implname) {
     Case a = ex, b = ex;
     a.dtypes = {{"x", DType::bf16}, {t, DType::f32}};
     b.dtypes = {{"x", DType::f32}, {t, DType::bf16}};
-    if (normalizes(a) && normalizes(b)) s.mixable.push_back(t);
+    // A tensor whose dtypes the impl declares alone is not mixed (it follows the main dtype).
+    const Accepts* acc = impl_accepts(impl);
+    if (normalizes(a) && normalizes(b) && !(acc && acc->tensor_dtypes.count(t))) s.mixable.push_back(t);
   }
   return s;
 }

@@ -91,6 +91,36 @@ TEST(External, AWorkerImplDeclaresWhatItAcceptsAndOtherCasesAreDeclined) {
   EXPECT_EQ(skipped, 2);
 }
 
+// dtypes per tensor: a bf16 rms_norm impl names x and y alone, so its fp32 rstd is not
+// declined (a plain dtypes list would hold rstd to bf16 too); fp32 x is declined; a tensor
+// the op does not have is an error.
+TEST(External, AcceptsCanNameDtypesPerTensor) {
+  const std::string dir = kvtest::tmpdir("worker_per_tensor");
+  for (auto [name, dt] : {std::pair{"ok", "{'x': ['bf16'], 'y': ['bf16']}"}, std::pair{"typo", "{'X': ['bf16']}"}})
+    std::ofstream(dir + "/pt_" + name + ".py")
+        << "from kv_worker import impl\nimport pure_impls\n"
+        << "@impl(op='rms_norm.fwd', device='host', contract=pure_impls.rms_contract, accepts={'dtypes': " << dt << "})\n"
+        << "def f(t, case):\n    return pure_impls._rms_fwd(t, case)\n";
+  auto w = [&](const char* m) {
+    return "--worker 'env PYTHONPATH=" + dir + ":" KV_SOURCE_DIR "/examples/worker python3 " KV_SOURCE_DIR
+           "/examples/worker/kv_worker.py --impl p=pt_" + std::string(m) + ":f'";
+  };
+  Out o = sh(KV_BIN, "run " + w("ok") + " --op rms_norm.fwd --impl p --dtype bf16 --dtype fp32 --shape 2x40 --attrs mode=llama --out " +
+                         dir + "/ok");
+  EXPECT_EQ(o.code, 0) << o.text;
+  int pass = 0, declined = 0;
+  for (auto& r : results(dir + "/ok")) {
+    pass += r["verdict"] == "pass";
+    declined += r["verdict"] == "skip" && r.value("reason", "").find("it accepts dtypes bf16 for x, not fp32") != std::string::npos;
+  }
+  EXPECT_EQ(pass, 1) << o.text;
+  EXPECT_EQ(declined, 1) << o.text;
+  o = sh(KV_BIN, "run " + w("typo") + " --op rms_norm.fwd --impl p --dtype bf16 --shape 2x40 --out " + dir + "/typo");
+  EXPECT_NE(o.code, 0);
+  for (auto& r : results(dir + "/typo"))
+    EXPECT_NE(r.value("reason", "").find("accepts.dtypes: rms_norm.fwd has no tensor 'X'"), std::string::npos) << r.dump();
+}
+
 // softmax_bwd accepts fp32 contiguous tensors only: fuzz draws nothing else, so no draw is
 // declined and the budget is all cases that ran.
 TEST(External, FuzzDrawsOnlyWhatAWorkerImplAccepts) {
