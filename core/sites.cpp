@@ -42,13 +42,20 @@ const std::vector<FormDef>& form_defs() {
   return f;
 }
 
-std::vector<FormDef> forms_of(const std::string& op) {
-  std::vector<FormDef> out;
-  for (auto& f : form_defs())
-    for (auto& o : f.ops)
-      if (o == op) out.push_back(f);
+namespace {
+
+/// The definitions (sites or forms) whose ops include op.
+template <class Def>
+std::vector<Def> defs_of(const std::vector<Def>& all, const std::string& op) {
+  std::vector<Def> out;
+  for (auto& d : all)
+    if (std::find(d.ops.begin(), d.ops.end(), op) != d.ops.end()) out.push_back(d);
   return out;
 }
+
+}  // namespace
+
+std::vector<FormDef> forms_of(const std::string& op) { return defs_of(form_defs(), op); }
 
 std::vector<std::string> approximate_ops_of(const std::string& op) {
   const std::string base = op.substr(0, op.find('.'));
@@ -82,13 +89,7 @@ void check_math(const std::string& op, const Contract& k, const std::string& imp
   }
 }
 
-std::vector<SiteDef> sites_of(const std::string& op) {
-  std::vector<SiteDef> out;
-  for (auto& s : site_defs())
-    for (auto& o : s.ops)
-      if (o == op) out.push_back(s);
-  return out;
-}
+std::vector<SiteDef> sites_of(const std::string& op) { return defs_of(site_defs(), op); }
 
 std::vector<std::string> math_functions_of(const std::string& op) {
   const std::string base = op.substr(0, op.find('.'));
@@ -114,10 +115,9 @@ void check_sites(const std::string& op, const Contract& k, const std::string& im
                        " declares (declarable: " + (known.empty() ? "none" : known) + ")");
   }
   for (auto& [name, choice] : k.forms) {
-    const FormDef* f = nullptr;
-    for (auto& d : form_defs())
-      if (d.name == name && std::find(d.ops.begin(), d.ops.end(), op) != d.ops.end()) f = &d;
-    if (!f) throw UsageError("contract of " + impl + ": form '" + name + "' is not one " + op + " names");
+    const auto forms = forms_of(op);
+    auto f = std::find_if(forms.begin(), forms.end(), [&](const FormDef& d) { return d.name == name; });
+    if (f == forms.end()) throw UsageError("contract of " + impl + ": form '" + name + "' is not one " + op + " names");
     if (std::find(f->choices.begin(), f->choices.end(), choice) == f->choices.end())
       throw UsageError("contract of " + impl + ": form " + name + " has no choice '" + choice + "'");
   }

@@ -8,12 +8,7 @@
 #include <string.h>
 
 #include "kverify/plugin.h"
-
-static const char* attr(const kv_call* c, const char* k) {
-  for (int i = 0; i < c->n_attrs; ++i)
-    if (!strcmp(c->attrs[i].key, k)) return c->attrs[i].value;
-  return "";
-}
+#include "ext/plugin_util.h"
 
 /* fp32 contiguous tensors only; one serial sum per row. */
 static int contract(const kv_call* c) {
@@ -34,15 +29,9 @@ static int launch(const kv_call* c) { /* x, w -> y, rstd */
   const float *x = c->tensors[0].data, *w = c->tensors[1].data;
   float *y = c->tensors[2].data, *rstd = c->tensors[3].data;
   const float eps = (float)strtod(attr(c, "eps"), 0), off = (float)strtod(attr(c, "offset"), 0);
-  long long n = c->shape[c->ndim - 1], rows = 1;
-  for (int d = 0; d + 1 < c->ndim; ++d) rows *= c->shape[d];
-  for (long long r = 0; r < rows; ++r, x += n, y += n) {
-    float s = 0;
-    for (long long j = 0; j < n; ++j) s += x[j] * x[j];
-    rstd[r] = 1.0f / sqrtf(s / (float)n + eps);
-    for (long long j = 0; j < n; ++j) y[j] = (x[j] * rstd[r]) * (off + w[j]);
-    y[0] = NAN; /* the planted bug */
-  }
+  const long long n = c->shape[c->ndim - 1], rows = rows_of(c);
+  fp32_rms_rows(x, w, y, rstd, n, rows, eps, off);
+  for (long long r = 0; r < rows; ++r) y[r * n] = NAN; /* the planted bug: each row's first element */
   return KV_OK;
 }
 

@@ -16,23 +16,12 @@
 #include <string.h>
 
 #include "kverify/plugin.h"
-
-static const char* attr(const kv_call* c, const char* k) {
-  for (int i = 0; i < c->n_attrs; ++i)
-    if (!strcmp(c->attrs[i].key, k)) return c->attrs[i].value;
-  return "";
-}
+#include "plugin_util.h"
 
 static const kv_tensor* tensor(const kv_call* c, const char* name) {
   for (int i = 0; i < c->n_tensors; ++i)
     if (!strcmp(c->tensors[i].name, name)) return &c->tensors[i];
   return NULL;
-}
-
-static long long rows_of(const kv_call* c) {
-  long long rows = 1;
-  for (int d = 0; d + 1 < c->ndim; ++d) rows *= c->shape[d];
-  return rows;
 }
 
 /* What kverify does not check for us (accepts covers dtypes, attributes and layouts). */
@@ -90,13 +79,7 @@ static int rms_launch(const kv_call* c) { /* x, w -> y, rstd; in fp32 gemma and 
   const float *x = tensor(c, "x")->data, *w = tensor(c, "w")->data;
   float *y = tensor(c, "y")->data, *rstd = tensor(c, "rstd")->data;
   const float eps = (float)strtod(attr(c, "eps"), 0), off = (float)strtod(attr(c, "offset"), 0);
-  const long long n = c->shape[c->ndim - 1], rows = rows_of(c);
-  for (long long r = 0; r < rows; ++r, x += n, y += n) {
-    float s = 0;
-    for (long long j = 0; j < n; ++j) s += x[j] * x[j];
-    rstd[r] = 1.0f / sqrtf(s / (float)n + eps);
-    for (long long j = 0; j < n; ++j) y[j] = (x[j] * rstd[r]) * (off + w[j]);
-  }
+  fp32_rms_rows(x, w, y, rstd, c->shape[c->ndim - 1], rows_of(c), eps, off);
   return KV_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "kverify/plugin.h"
+#include "plugin_util.h"
 
 #define CRASH_REGISTER 1
 #define HANG_REGISTER 2
@@ -41,12 +42,6 @@ static int in_worker(void) {
   return strstr(buf, "__worker") != NULL;
 }
 
-static const char* attr(const kv_call* c, const char* k) {
-  for (int i = 0; i < c->n_attrs; ++i)
-    if (!strcmp(c->attrs[i].key, k)) return c->attrs[i].value;
-  return "";
-}
-
 static int contract(const kv_call* c) {
   if (KV_MISBEHAVE == CRASH_CONTRACT || (KV_MISBEHAVE == CRASH_CONTRACT_IN_WORKER && in_worker())) crash();
   if (KV_MISBEHAVE == HANG_CONTRACT) hang();
@@ -62,14 +57,7 @@ static int launch(const kv_call* c) {
   const float *x = c->tensors[0].data, *w = c->tensors[1].data;
   float *y = c->tensors[2].data, *rstd = c->tensors[3].data;
   float eps = strtod(attr(c, "eps"), 0), off = strtod(attr(c, "offset"), 0);
-  long long n = c->shape[c->ndim - 1], rows = 1;
-  for (int d = 0; d + 1 < c->ndim; ++d) rows *= c->shape[d];
-  for (long long r = 0; r < rows; ++r, x += n, y += n) {
-    float s = 0;
-    for (long long j = 0; j < n; ++j) s += x[j] * x[j];
-    rstd[r] = 1.0f / sqrtf(s / (float)n + eps);
-    for (long long j = 0; j < n; ++j) y[j] = (x[j] * rstd[r]) * (off + w[j]);
-  }
+  fp32_rms_rows(x, w, y, rstd, c->shape[c->ndim - 1], rows_of(c), eps, off);
   return KV_OK;
 }
 
