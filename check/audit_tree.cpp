@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -56,6 +57,7 @@ struct Task {
   std::vector<int64_t> g;  // leaves of kids of `parent` still to be found
   int64_t s;               // parent's size (n + 1 for the root's task: no parent)
   int parent;              // -1: the root
+  int64_t outside = -1;    // a leaf under `parent` outside g (-1: the root's task)
 };
 
 struct Builder {
@@ -92,18 +94,18 @@ struct Builder {
         return fail({h, grp[0]}, "L = " + std::to_string(s) + " for a subtree the answers fill with " +
                                      std::to_string(size) + " leaves");
       const int v = add_node(out.tree, {cur}, s);
-      next.push_back({std::move(grp), s, v});
+      next.push_back({std::move(grp), s, v, h});
       cur = v;
     }
     attach(t.parent, cur);
-    if (!rest.empty()) next.push_back({std::move(rest), t.s, t.parent});
+    if (!rest.empty()) next.push_back({std::move(rest), t.s, t.parent, h});
     return true;
   }
 };
 
 }  // namespace
 
-TreeBuild reconstruct(int64_t n, const LcaOracle& oracle, uint64_t seed, int64_t max_probes) {
+TreeBuild reconstruct_rounds(int64_t n, const PeelRound& round, uint64_t seed, int64_t max_probes) {
   if (n < 1) throw std::invalid_argument("reconstruct: no leaves");
   Builder b{n, {}, {}};
   std::mt19937_64 rng(seed);  // the standard fixes its sequence: the same pivots everywhere
@@ -111,36 +113,49 @@ TreeBuild reconstruct(int64_t n, const LcaOracle& oracle, uint64_t seed, int64_t
   std::iota(tasks[0].g.begin(), tasks[0].g.end(), int64_t(0));
   while (!tasks.empty()) {
     std::vector<Task> ask;
-    std::vector<LeafPair> pairs;
+    std::vector<PeelQuery> queries;
+    size_t want = 0;
     for (auto& t : tasks) {
       if (t.g.size() == 1) {
         b.attach(t.parent, add_leaf(b.out.tree, t.g[0]));
         continue;
       }
       std::swap(t.g[0], t.g[rng() % t.g.size()]);
-      for (size_t k = 1; k < t.g.size(); ++k) pairs.push_back({t.g[0], t.g[k]});
+      queries.push_back({t.g[0], std::vector<int64_t>(t.g.begin() + 1, t.g.end()), t.s, t.outside});
+      want += t.g.size() - 1;
       ask.push_back(std::move(t));
     }
     if (ask.empty()) break;
-    if (b.out.probes + static_cast<int64_t>(pairs.size()) > max_probes) {
-      b.out.status = TreeBuild::Status::budget;
-      b.out.why = std::to_string(b.out.probes) + " probes asked, the next round needs " +
-                  std::to_string(pairs.size()) + " more (max " + std::to_string(max_probes) + ")";
-      return b.out;
-    }
-    const std::vector<int64_t> ans = oracle(pairs);
-    if (ans.size() != pairs.size()) throw std::logic_error("reconstruct: the oracle answered a batch partly");
-    b.out.probes += static_cast<int64_t>(pairs.size()), ++b.out.rounds;
+    const std::optional<std::vector<int64_t>> ans = round(queries, b.out, max_probes);
+    if (!ans) return b.out;  // budget, or a readout no tree explains (status and why set)
+    if (ans->size() != want) throw std::logic_error("reconstruct: the oracle answered a batch partly");
     tasks.clear();
     size_t used = 0;
     for (auto& t : ask) {
-      if (!b.peel(t, ans.data() + used, tasks)) return b.out;
+      if (!b.peel(t, ans->data() + used, tasks)) return b.out;
       used += t.g.size() - 1;
     }
   }
   if (b.tops.size() != 1) throw std::logic_error("reconstruct: the root's task found several trees");
   b.out.tree.root = b.tops[0];
   return b.out;
+}
+
+TreeBuild reconstruct(int64_t n, const LcaOracle& oracle, uint64_t seed, int64_t max_probes) {
+  const PeelRound round = [&](const std::vector<PeelQuery>& qs, TreeBuild& out, int64_t max) {
+    std::vector<LeafPair> pairs;
+    for (const PeelQuery& q : qs)
+      for (int64_t j : q.others) pairs.push_back({q.pivot, j});
+    if (out.probes + static_cast<int64_t>(pairs.size()) > max) {
+      out.status = TreeBuild::Status::budget;
+      out.why = std::to_string(out.probes) + " probes asked, the next round needs " + std::to_string(pairs.size()) +
+                " more (max " + std::to_string(max) + ")";
+      return std::optional<std::vector<int64_t>>();
+    }
+    out.probes += static_cast<int64_t>(pairs.size()), ++out.rounds;
+    return std::optional<std::vector<int64_t>>(oracle(pairs));
+  };
+  return reconstruct_rounds(n, round, seed, max_probes);
 }
 
 int64_t pivot_depth(int64_t g, int64_t n, const LcaOracle& oracle) {

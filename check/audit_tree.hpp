@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,23 @@ struct TreeBuild {
 /// Answers outside [2, min(n, S)] or a size that does not add up stop it: inconsistent.
 /// More than max_probes pairs stop it before the batch that would exceed them: budget.
 TreeBuild reconstruct(int64_t n, const LcaOracle& oracle, uint64_t seed, int64_t max_probes);
+
+/// One task of a reconstruction round: the pivot, the task's other leaves, the size of the node
+/// whose kids the task holds (n + 1 for the root's task), and a leaf below that node outside
+/// the task (-1 for the root's task; a triplet oracle reads L = parent_size through it).
+struct PeelQuery {
+  int64_t pivot;
+  std::vector<int64_t> others;
+  int64_t parent_size;
+  int64_t outside;
+};
+/// One round: per query L(pivot, j) for j in others, flattened in order; counts out.probes and
+/// out.rounds; sets out.status (budget, inconsistent) and out.why and returns nothing where
+/// it stops.
+using PeelRound =
+    std::function<std::optional<std::vector<int64_t>>(const std::vector<PeelQuery>&, TreeBuild& out, int64_t max_probes)>;
+/// The reconstruction above over any round (reconstruct is this with the LCA oracle's round).
+TreeBuild reconstruct_rounds(int64_t n, const PeelRound& round, uint64_t seed, int64_t max_probes);
 
 /// The depth of leaf g (internal nodes on its root path) as the number of distinct values of
 /// L(g, j) over j != g: one batch of n - 1 probes, the audit's lower bound mode. -1 when an

@@ -1,6 +1,7 @@
 // The audit's probes (ops/audit_probe.hpp): the table of design §2 for the ops probed so
 // far, rms_norm.bwd (row, rows), layer_norm.bwd (rows: dw and db), layer_norm.fwd (row,
-// through the mean) and softmax.bwd (row).
+// through the mean) and softmax.bwd (row) by masking; rms_norm.fwd and softmax.fwd (row) by
+// positive triplets.
 #include "ops/audit_probe.hpp"
 
 #include <algorithm>
@@ -28,6 +29,8 @@ std::map<std::string, double> fixed_values(const Case& c) {
     return {{"x", 1.0}, {"w", 1.0}, {"mean", 0.0}, {"rstd", 1.0}};
   if (c.op == "softmax.bwd") return {{"y", 1.0}};  // dx = y * (dy - t) (reference/softmax.hpp)
   if (c.op == "layer_norm.fwd") return {{"w", 1.0}, {"b", 0.0}};  // only mean is read
+  if (c.op == "rms_norm.fwd") return {{"w", 1.0}};  // only rstd is read
+  if (c.op.rfind("cross_entropy", 0) == 0) return {{"weight", 1.0}, {"dloss", 1.0}};  // target: per lane
   return {};
 }
 
@@ -78,19 +81,56 @@ void AxisProbe::fill_fixed(TensorSet& ts, const Case& c) const {
 
 void AxisProbe::fill(TensorSet& ts, const Case& c, const std::vector<LaneTerms>& lanes) const {
   TensorView t = ts.view(pattern);
-  for (int64_t i = 0, e = t.desc.numel(); i < e; ++i) t.store(i, 0.0);
+  for (int64_t i = 0, e = t.desc.numel(); i < e; ++i) t.store(i, zero_in);
   const int64_t n = row_len(c);
   for (size_t l = 0; l < lanes.size(); ++l)
     for (auto& [pos, v] : lanes[l].terms) {
       const int64_t lane = static_cast<int64_t>(l);
       t.store(over_rows ? pos * n + lane : lane * n + pos, v);
     }
+  if (!target.empty()) {
+    TensorView g = ts.view(target);
+    for (int64_t i = 0, e = g.desc.numel(); i < e; ++i)
+      g.store(i, i < static_cast<int64_t>(lanes.size()) ? static_cast<double>(std::max<int64_t>(lanes[static_cast<size_t>(i)].zero_slot, 0)) : 0.0);
+  }
 }
 
 double AxisProbe::read(const TensorSet& ts, const Case& c, int64_t lane, const LaneTerms& t) const {
   const TensorView o = ts.view(out);
   const double v = over_rows || lane_out ? o.get(lane) : o.get(lane * row_len(c) + t.zero_slot);
+  if (positive) return std::isfinite(v) ? v : std::nan("");
   return std::isfinite(v) ? v * read_scale(*this, c) / times : std::nan("");
+}
+
+std::vector<PositiveLeaves> positive_leaves(const AxisProbe& p, DType in, DType acc) {
+  const int pa = significand_bits(acc);
+  auto unit = [&](double M) { return std::ldexp(1.0, static_cast<int>(std::floor(std::log2(M))) + 1 - pa); };
+  auto inside = [](double t, double U, double lo, double hi) { return t > lo * U && t < hi * U; };
+  std::vector<PositiveLeaves> out;
+  if (p.op == "rms_norm.fwd") {
+    // Terms x^2: x_a of a few bits so M = x_a^2 is exact; x_v, x_w on the input grid, squared exactly in fp32.
+    for (double xa : {1.0, 1.5, 1.25, 1.75, 1.125, 1.375, 1.625, 1.875}) {
+      const double M = xa * xa, U = unit(M);
+      const double v = round_to(in, std::sqrt(0.375 * U)), w = round_to(in, std::sqrt(0.75 * U));
+      if (round_to(in, xa) != xa || !inside(v * v, U, 0.27, 0.48) || !inside(w * w, U, 0.55, 0.95)) continue;
+      out.push_back({xa, v, w, M, U});
+    }
+  } else if (p.op == "softmax.fwd" || p.op.rfind("cross_entropy", 0) == 0) {
+    // Terms exp(x - 0): the exp's own error (a few ulps) leaves the margins below intact.
+    const double U = unit(1.0);
+    const double v = round_to(in, std::log(0.375 * U)), w = round_to(in, std::log(0.75 * U));
+    if (inside(std::exp(v), U, 0.27, 0.48) && inside(std::exp(w), U, 0.55, 0.95)) out.push_back({0.0, v, w, 1.0, U});
+  }
+  return out;
+}
+
+std::string positive_unfit(const AxisProbe& p, const Case& c) {
+  if (p.op.rfind("cross_entropy", 0) != 0) return {};
+  if (p.lane_out && c.attr("reduction") != "none")
+    return "the loss is one value per batch under reduction " + c.attr("reduction") + ": audit with --attrs reduction=none";
+  if (c.attr_real("softcap") != 0) return "softcap's tanh moves the zero terms (-1e4) off 0: audit with softcap 0";
+  if (c.attr_real("label_smoothing") != 0) return "label smoothing adds a signed sum to the readout: audit with label_smoothing 0";
+  return {};
 }
 
 std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axis) {
@@ -117,6 +157,28 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
              "x[r, :] = pattern, w = 1, b = 0; mean[r] = fl(S / N) (the mean's sum; the variance's sum of squares "
              "has positive terms only and is taken to share its shape)",
              false, false, true, "x", {}, 1, "", true}};
+  if (op == "rms_norm.fwd" && axis == "row") {
+    AxisProbe p{op, axis, "rstd", "x[r, :] = triple (a, b, c), the rest 0, w = 1; rstd[r] = rsqrt(S / N + eps) against calibration rows",
+                false, false, false, "x"};
+    p.lane_out = true, p.positive = true;
+    return {p};
+  }
+  if (op == "softmax.fwd" && axis == "row") {
+    AxisProbe p{op, axis, "y", "x[r, :] = triple (a: x = 0, b, c), the rest -1e4 (exp gives 0); y[r, a] = 1 / S against calibration rows",
+                false, false, false, "x"};
+    p.positive = true, p.zero_in = -1e4;
+    return {p};
+  }
+  if ((op == "cross_entropy.fwd" || op == "cross_entropy.bwd") && axis == "row") {
+    const bool fwd = op == "cross_entropy.fwd";
+    AxisProbe p{op, axis, fwd ? "loss" : "dlogits",
+                std::string("logits[r, :] = triple (a: x = 0, b, c), the rest -1e4, target[r] = a; ") +
+                    (fwd ? "loss[r] = log S (reduction none)" : "dlogits[r, a] = (1 / S - 1) dloss") +
+                    " against calibration rows",
+                false, false, false, "logits"};
+    p.positive = true, p.zero_in = -1e4, p.target = "target", p.lane_out = fwd;
+    return {p};
+  }
   if (op == "softmax.bwd" && axis == "row")
     return {{op, axis, "dx", "dy[r, :] = pattern, y = 1; dx[r, z] = -S at a zero slot", false, true, false, "dy"}};
   return {};
@@ -124,12 +186,10 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
 
 std::string unmeasurable_why(const std::string& op, const std::string& axis) {
   const std::string key = op + " " + axis;
-  if (key == "rms_norm.fwd row")
-    return "a sum of squares: positive terms only, no cancellation to probe with (sibling: rms_norm.bwd row)";
-  if (key == "softmax.fwd row")
-    return "a sum of exp: positive terms only, no cancellation to probe with (sibling: softmax.bwd row)";
-  if (op.rfind("cross_entropy", 0) == 0 || op.rfind("fused_linear_cross_entropy", 0) == 0)
-    return "no probe yet (sums of exp, or probes through op twins: design §2)";
+  if (op.rfind("cross_entropy", 0) == 0)
+    return "no probe yet: the batch sum of the losses (reduction mean or sum) has one lane, a triple per call";
+  if (op.rfind("fused_linear_cross_entropy", 0) == 0)
+    return "no probe yet: the vocabulary's sum of exp is read through log, and the hidden axis through exp (design §2)";
   return "no probe for this axis";
 }
 

@@ -64,6 +64,14 @@ struct AxisProbe {
   /// The output holds one value per lane (layer_norm.fwd's mean[r] = fl(S / N)), read at the
   /// lane's index and scaled by +N.
   bool lane_out = false;
+  /// Positive terms (check/audit_triplets.hpp): lanes hold triples (a = M, b = c = v), every
+  /// other position of the pattern `zero_in`; read() gives the raw output, which calibration
+  /// lanes of known sum classify (positive_leaves). The read slot is a's position.
+  bool positive = false;
+  double zero_in = 0;
+  /// An i32 input set per lane to the read slot (cross_entropy's target: the loss and the
+  /// gradient read the sum at the target's logit).
+  std::string target = {};
 
   int64_t length(const Case& c) const;  // leaves: the axis's length
   int64_t lanes(const Case& c) const;   // independent sums per call
@@ -75,6 +83,21 @@ struct AxisProbe {
   /// The lane's sum S as read (before the grid check): NaN where the output is not finite.
   double read(const TensorSet& ts, const Case& c, int64_t lane, const LaneTerms& t) const;
 };
+
+/// A positive probe's inputs (pattern values) for one scale: a holds the term M, b = c the
+/// term v with U/4 < v < U/2 (U = one ulp of M in the accumulator), w the control term in
+/// (U/2, U): a + w sums to M + U in any order, a alone to M.
+struct PositiveLeaves {
+  double a = 0, v = 0, w = 0;
+  double M = 0, U = 0;
+};
+/// Why the case's attributes leave no positive probe (cross_entropy: a loss per batch, not per
+/// row; softcap's tanh or label smoothing's signed sum in the readout); empty when none.
+std::string positive_unfit(const AxisProbe& p, const Case& c);
+/// The scales to try, best first (rms_norm.fwd: x with x^2 exact, several significands of M;
+/// softmax.fwd: x_a = 0 so M = exp(0) = 1, v = exp(x_b) from the input dtype's grid). Empty
+/// where the input dtype holds none.
+std::vector<PositiveLeaves> positive_leaves(const AxisProbe& p, DType in, DType acc);
 
 /// The probes of an op's axis (one per output read: layer_norm.bwd rows reads dw and db);
 /// empty where none exists (then `unmeasurable` says why).

@@ -1,6 +1,7 @@
 // The audit driver (run/audit.hpp): per axis, a units-only control, the shared tree rebuilt
 // from batched lane probes, spot checks of that tree in every lane, the measured shape
-// against the declared one. Design: FPRev masking (ops/audit_probe.hpp), §3 reconstruction.
+// against the declared one. Design: FPRev masking (ops/audit_probe.hpp), §3 reconstruction;
+// sums of positive terms through triplets (run/audit_positive.cpp).
 #include "run/audit.hpp"
 
 #include <algorithm>
@@ -14,6 +15,18 @@
 #include "run/runner.hpp"
 
 namespace kv {
+
+/// The verdict of a measured (or lower-bound) n_eff against the declared one.
+void audit_detail::judge(AxisAudit& a, int64_t measured, bool exact) {
+  const int64_t declared = a.declared.n_eff();
+  if (declared < measured) {
+    a.status = "understated";
+    a.note = "verdicts of " + a.impl + " on axis " + a.axis + " are unsound: declared n_eff " + std::to_string(declared) +
+             " < measured " + std::to_string(measured) + (exact ? "" : " (a lower bound)");
+  } else {
+    a.status = exact ? "ok" : "lower_bound";
+  }
+}
 
 namespace {
 
@@ -147,18 +160,6 @@ std::string acc_probe(Ctx& ctx, const SumTree& tree, DType acc) {
     return {};
   }
   return {};
-}
-
-/// The verdict of a measured (or lower-bound) n_eff against the declared one.
-void judge(AxisAudit& a, int64_t measured, bool exact) {
-  const int64_t declared = a.declared.n_eff();
-  if (declared < measured) {
-    a.status = "understated";
-    a.note = "verdicts of " + a.impl + " on axis " + a.axis + " are unsound: declared n_eff " + std::to_string(declared) +
-             " < measured " + std::to_string(measured) + (exact ? "" : " (a lower bound)");
-  } else {
-    a.status = exact ? "ok" : "lower_bound";
-  }
 }
 
 /// A tree rebuilt and spot-checked (in lane ctx.pin alone where pinned), with its
@@ -322,7 +323,8 @@ std::vector<AxisAudit> audit_case(const Case& c, const Impl& impl, const DeviceP
     for (auto& probe : probes) {
       AxisAudit b = a;
       b.out = probe.label.empty() ? probe.out : probe.label, b.how = probe.how;
-      measure_axis(b, c, impl, p, probe, k.acc_of(axis), o);
+      if (probe.positive) measure_positive(b, c, impl, p, probe, k.acc_of(axis), o);
+      else measure_axis(b, c, impl, p, probe, k.acc_of(axis), o);
       out.push_back(std::move(b));
     }
   }

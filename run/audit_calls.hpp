@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "check/audit_tree.hpp"
+#include "run/audit.hpp"
 #include "core/registry.hpp"
 #include "ops/audit_probe.hpp"
 
@@ -67,5 +68,14 @@ std::vector<LaneProbe> blocks_for(const Ctx& ctx, int64_t g, int64_t j);
 std::vector<int64_t> run_packed(Ctx& ctx, const std::vector<LaneProbe>& probes);
 /// The oracle: L(g, j) = 2 + sum over blocks of (|K_b| - S_b); -1 where a readout is rejected.
 std::vector<int64_t> lca_sizes(Ctx& ctx, const std::vector<LeafPair>& pairs);
+
+/// The verdict of a measured (or lower-bound) n_eff against a's declared one: ok or
+/// lower_bound, else understated with the note that the impl's verdicts are unsound.
+void judge(AxisAudit& a, int64_t measured, bool exact);
+
+/// An axis whose terms are all positive (probe.positive), measured through triplets
+/// (check/audit_triplets.hpp, run/audit_positive.cpp) and judged.
+void measure_positive(AxisAudit& a, const Case& c, const Impl& impl, const DeviceProfile& p, const AxisProbe& probe,
+                      DType acc, const AuditOptions& o);
 
 }  // namespace kv::audit_detail

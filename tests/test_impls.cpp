@@ -269,6 +269,28 @@ class ContractFromEnv : public HostWrapper {
   }
 };
 
+/// Sums a row over 32 lanes (num_warps = 1) under the contract of 1024 (num_warps = 32): right
+/// results, a reduction shape that understates the serial runs (the audit's negative control
+/// for positive sums, rms_norm.fwd and softmax.fwd).
+class WarpsUnderstated : public HostWrapper {
+ public:
+  using HostWrapper::HostWrapper;
+  std::string name() const override { return "test.audit.warps_understated"; }
+  std::vector<kv::ConfigKnob> knobs() const override {
+    std::vector<kv::ConfigKnob> k = base_.knobs();
+    std::erase_if(k, [](const kv::ConfigKnob& x) { return x.name == "num_warps"; });
+    return k;
+  }
+  kv::Contract contract(const kv::Case& c, const kv::DeviceProfile& p) const override { return base_.contract(warps(c, 32), p); }
+  void run(kv::TensorSet& ts, const kv::Case& c, const kv::DeviceProfile& p) const override { base_.run(ts, warps(c, 1), p); }
+
+ private:
+  static kv::Case warps(kv::Case c, int w) {
+    c.config["num_warps"] = std::to_string(w);
+    return c;
+  }
+};
+
 }  // namespace
 
 const std::vector<std::pair<std::string, int64_t>>& out_of_bounds_writes() {
@@ -301,6 +323,7 @@ void register_test_impls() {
       r.add(std::make_unique<ContractFromEnv>(r.impl(std::string(base) + dir, "host")));
     }
   r.add(std::make_unique<ContractFromEnv>(r.impl("rope_table.fwd", "host")));
+  for (const char* op : {"rms_norm.fwd", "softmax.fwd"}) r.add(std::make_unique<WarpsUnderstated>(r.impl(op, "host")));
   r.add(std::make_unique<Misbehaving>(Misbehaving::crash));
   r.add(std::make_unique<Misbehaving>(Misbehaving::hang));
 #ifdef KV_HAVE_CUDA

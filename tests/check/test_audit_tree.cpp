@@ -12,6 +12,7 @@
 #include <string>
 
 #include "check/audit_tree.hpp"
+#include "random_tree.hpp"
 #include "ops/host/host_impl.hpp"
 #include "ops/host/host_policy.hpp"
 #include "ops/op_base.hpp"
@@ -299,20 +300,7 @@ RC_GTEST_PROP(AuditTree, RandomTreesAreRecovered, ()) {
   // A random tree: merge 2..f random roots of a forest until one is left.
   const int64_t n = *rc::gen::inRange<int64_t>(1, 150);
   const int fan = *rc::gen::inRange(2, 5);
-  SumTree t;
-  std::vector<int> forest;
-  for (int64_t i = 0; i < n; ++i) t.nodes.push_back({1, i, {}}), forest.push_back(static_cast<int>(i));
-  while (forest.size() > 1) {
-    const int k = *rc::gen::inRange(2, std::min<int>(fan, static_cast<int>(forest.size())) + 1);
-    SumTree::Node v{0, -1, {}};
-    for (int i = 0; i < k; ++i) {
-      const size_t at = static_cast<size_t>(*rc::gen::inRange<int64_t>(0, static_cast<int64_t>(forest.size())));
-      v.kids.push_back(forest[at]), v.size += t.nodes[forest[at]].size;
-      forest.erase(forest.begin() + static_cast<int64_t>(at));
-    }
-    t.nodes.push_back(v), forest.push_back(static_cast<int>(t.nodes.size()) - 1);
-  }
-  t.root = forest[0];
+  const SumTree t = kvtest::random_tree(n, fan);
   const kv::TreeBuild b = kv::reconstruct(n, kv::tree_oracle(t), *rc::gen::arbitrary<uint64_t>(), kNoBudget);
   RC_ASSERT(b.status == Status::ok);
   RC_ASSERT(kv::canonical(b.tree) == kv::canonical(t));

@@ -16,10 +16,11 @@ namespace {
 using kv::AxisAudit;
 
 kv::Case make_case(const std::string& op, const std::string& impl, const std::string& dtype, const std::string& shape,
-                   const std::map<std::string, std::string>& config) {
+                   const std::map<std::string, std::string>& config, const std::map<std::string, std::string>& attrs = {}) {
   kv::SuiteEntry e;
   e.ops = {op}, e.impls = {impl}, e.dtypes = {dtype}, e.shapes = {shape};
   for (auto& [k, v] : config) e.configs[k] = {v};
+  for (auto& [k, v] : attrs) e.attrs[k] = {v};
   auto cases = kv::expand_suite({e}, "host");
   EXPECT_EQ(cases.size(), 1u);
   return cases.at(0);
@@ -148,10 +149,48 @@ TEST(Audit, Fp16TermsUseASubnormalUnit) {
   expect_measured(audit(l, "host"), {{"rows", "dw", col_depth(130, 128)}, {"rows", "db", col_depth(130, 128)}}, l.str());
 }
 
-TEST(Audit, UnprobedAxesAndOpsWithoutSums) {
-  for (const AxisAudit& a : audit(make_case("rms_norm.fwd", "host", "fp32", "8x300", {}), "host")) {
+TEST(Audit, PositiveSumsOfTheHostAreMeasuredThroughTriplets) {
+  // rms_norm.fwd (sum of x^2, read through rstd) and softmax.fwd (sum of exp, read through
+  // y = 1 / S at the row's max): no term can cancel, so the audit reads triplets
+  // (check/audit_triplets.hpp); the trees are the host's lanes, as for the signed sums.
+  for (const char* op : {"rms_norm.fwd", "softmax.fwd"})
+    for (int nw : {1, 4})
+      for (const char* dt : {"fp32", "bf16"})
+        for (const Shape& s : kShapes) {
+          if (std::string(op) == "softmax.fwd" && std::string(dt) == "bf16") continue;  // below
+          const kv::Case c = make_case(op, "host", dt, s.str, {{"num_warps", std::to_string(nw)}});
+          const std::string out = std::string(op) == "rms_norm.fwd" ? "rstd" : "y";
+          expect_measured(audit(c, "host"), {{"row", out, row_depth(s.n, 32 * nw)}}, c.str());
+        }
+  // cross_entropy: the loss (reduction none) and the gradient at the target read log S and 1 / S.
+  for (const char* op : {"cross_entropy.fwd", "cross_entropy.bwd"})
+    for (int nw : {1, 4}) {
+      const kv::Case c = make_case(op, "host", "fp32", "130x96", {{"num_warps", std::to_string(nw)}}, {{"reduction", "none"}});
+      const std::string out = std::string(op) == "cross_entropy.fwd" ? "loss" : "dlogits";
+      expect_measured(audit(c, "host"), {{"row", out, row_depth(96, 32 * nw)}}, c.str());
+    }
+  for (const AxisAudit& a : audit(make_case("cross_entropy.fwd", "host", "fp32", "8x300", {}, {{"softcap", "30"}, {"reduction", "none"}}), "host"))
+    if (a.axis == "row") EXPECT_NE(a.note.find("softcap"), std::string::npos) << a.note;
+  // bf16 y cannot show one ulp of an fp32 sum near 1: unmeasurable, with the reason.
+  for (const AxisAudit& a : audit(make_case("softmax.fwd", "host", "bf16", "8x300", {}), "host")) {
     EXPECT_EQ(a.status, "unmeasurable");
-    EXPECT_NE(a.note.find("sibling: rms_norm.bwd row"), std::string::npos) << a.note;
+    EXPECT_NE(a.note.find("cannot tell a sum of M from M + 1 ulp"), std::string::npos) << a.note;
+  }
+  // The negative control: 32 lanes run under the contract of 1024.
+  for (const char* op : {"rms_norm.fwd", "softmax.fwd"}) {
+    const kv::Case c = make_case(op, "test.audit.warps_understated", "fp32", "8x300", {});
+    const auto r = audit(c, "test.audit.warps_understated");
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, "understated") << r[0].note;
+    EXPECT_NE(r[0].note.find("declared n_eff 10 < measured " + std::to_string(row_depth(300, 32))), std::string::npos)
+        << r[0].note;
+  }
+}
+
+TEST(Audit, UnprobedAxesAndOpsWithoutSums) {
+  for (const AxisAudit& a : audit(make_case("cross_entropy.fwd", "host", "fp32", "8x300", {}), "host")) {
+    EXPECT_EQ(a.status, "unmeasurable");  // reduction mean: one loss per batch
+    EXPECT_NE(a.note.find(a.axis == "row" ? "reduction=none" : "one lane"), std::string::npos) << a.note;
   }
   const auto g = audit(make_case("swiglu.fwd", "host", "fp32", "8x300", {}), "host");
   ASSERT_EQ(g.size(), 1u);
