@@ -19,6 +19,14 @@ int64_t row_count(const Case& c) {
   const int64_t n = row_len(c);
   return n == 0 ? 0 : numel(c.shape) / n;
 }
+bool is_flce(const Case& c) { return c.op.rfind("fused_linear_cross_entropy", 0) == 0; }
+
+/// The pattern's grid (rows, columns): the case's shape as rows x its last dim, or FLCE's
+/// x (BT x H) and weight (V x H) from the shape BT x H x V.
+std::pair<int64_t, int64_t> grid(const AxisProbe& p, const Case& c) {
+  if (is_flce(c)) return {p.pattern == "x" ? c.shape.at(0) : c.shape.at(2), c.shape.at(1)};
+  return {row_count(c), row_len(c)};
+}
 
 /// The inputs other than the pattern, each one value throughout (design §2): the sum's
 /// terms reach the accumulator unchanged (x = 1, rstd = 1, w = 1 so W' = 1 ...).
@@ -31,12 +39,16 @@ std::map<std::string, double> fixed_values(const Case& c) {
   if (c.op == "layer_norm.fwd") return {{"w", 1.0}, {"b", 0.0}};  // only mean is read
   if (c.op == "rms_norm.fwd") return {{"w", 1.0}};  // only rstd is read
   if (c.op.rfind("cross_entropy", 0) == 0) return {{"weight", 1.0}, {"dloss", 1.0}};  // target: per lane
+  // FLCE backward: weight = 0 or x = 0, so the logits are 0 and dlogits[r, j] = g (1/V - [j = t_r]).
+  if (is_flce(c)) return {{"weight", 0.0}, {"x", 0.0}, {"bias", 0.0}, {"dloss", 1.0}, {"target", double(c.shape.at(2) - 1)}};
   return {};
 }
 
 /// S = (the value read) * this: dx[r, z] = -fl(S / N) for rms_norm's row (c = rstd^3 S / N,
 /// x_z = 1, m_z = 0), dx[r, z] = -S for softmax's, dw[j] = db[j] = S for column sums.
 double read_scale(const AxisProbe& p, const Case& c) {
+  if (is_flce(c))  // dweight[0, k], dx[z, k] = S g / V with g = dloss (/ BT under reduction mean)
+    return static_cast<double>(c.shape.at(2)) * (c.attr("reduction") == "mean" ? static_cast<double>(c.shape.at(0)) : 1.0);
   if (p.over_rows) return 1.0;
   if (p.lane_out) return static_cast<double>(row_len(c));  // mean[r] = fl(S / N)
   if (p.indirect) return -static_cast<double>(row_len(c));
@@ -64,8 +76,8 @@ ProbeScale probe_scale(DType in, DType acc, DType out, bool indirect, int64_t di
   return s;
 }
 
-int64_t AxisProbe::length(const Case& c) const { return over_rows ? row_count(c) : row_len(c); }
-int64_t AxisProbe::lanes(const Case& c) const { return over_rows ? row_len(c) : row_count(c); }
+int64_t AxisProbe::length(const Case& c) const { return over_rows ? grid(*this, c).first : grid(*this, c).second; }
+int64_t AxisProbe::lanes(const Case& c) const { return over_rows ? grid(*this, c).second : grid(*this, c).first; }
 
 void AxisProbe::fill_fixed(TensorSet& ts, const Case& c) const {
   auto vals = fixed_values(c);
@@ -82,12 +94,20 @@ void AxisProbe::fill_fixed(TensorSet& ts, const Case& c) const {
 void AxisProbe::fill(TensorSet& ts, const Case& c, const std::vector<LaneTerms>& lanes) const {
   TensorView t = ts.view(pattern);
   for (int64_t i = 0, e = t.desc.numel(); i < e; ++i) t.store(i, zero_in);
-  const int64_t n = row_len(c);
+  const int64_t n = grid(*this, c).second;
   for (size_t l = 0; l < lanes.size(); ++l)
     for (auto& [pos, v] : lanes[l].terms) {
       const int64_t lane = static_cast<int64_t>(l);
       t.store(over_rows ? pos * n + lane : lane * n + pos, v);
     }
+  if (is_flce(c) && pattern == "weight") {  // rows whose targets are the lanes' zero slots (few distinct)
+    std::vector<int64_t> zs;
+    for (auto& l : lanes)
+      if (l.zero_slot >= 0 && std::find(zs.begin(), zs.end(), l.zero_slot) == zs.end()) zs.push_back(l.zero_slot);
+    TensorView g = ts.view("target");
+    for (int64_t r = 0, e = g.desc.numel(); r < e; ++r)
+      g.store(r, zs.empty() ? 0.0 : static_cast<double>(zs[static_cast<size_t>(std::min<int64_t>(r, static_cast<int64_t>(zs.size()) - 1))]));
+  }
   if (!target.empty()) {
     TensorView g = ts.view(target);
     for (int64_t i = 0, e = g.desc.numel(); i < e; ++i)
@@ -97,7 +117,17 @@ void AxisProbe::fill(TensorSet& ts, const Case& c, const std::vector<LaneTerms>&
 
 double AxisProbe::read(const TensorSet& ts, const Case& c, int64_t lane, const LaneTerms& t) const {
   const TensorView o = ts.view(out);
-  const double v = over_rows || lane_out ? o.get(lane) : o.get(lane * row_len(c) + t.zero_slot);
+  const int64_t cols = grid(*this, c).second;
+  int64_t row = 0;
+  if (is_flce(c) && pattern == "weight") {  // dx[r, k] at the row whose target is the zero slot: the -g term drops
+    const TensorView g = ts.view("target");
+    for (row = 0; row < g.desc.numel() && g.get(row) != static_cast<double>(t.zero_slot); ++row) {
+    }
+    if (row == g.desc.numel()) return std::nan("");  // more distinct zero slots than rows
+  }
+  const double v = is_flce(c) && pattern == "weight" ? o.get(row * cols + lane)
+                   : over_rows || lane_out           ? o.get(lane)
+                                                     : o.get(lane * cols + t.zero_slot);
   if (positive) return std::isfinite(v) ? v : std::nan("");
   return std::isfinite(v) ? v * read_scale(*this, c) / times : std::nan("");
 }
@@ -124,7 +154,16 @@ std::vector<PositiveLeaves> positive_leaves(const AxisProbe& p, DType in, DType 
   return out;
 }
 
-std::string positive_unfit(const AxisProbe& p, const Case& c) {
+std::string probe_unfit(const AxisProbe& p, const Case& c) {
+  if (is_flce(c)) {
+    auto pow2 = [](int64_t n) { return n > 0 && (n & (n - 1)) == 0; };
+    if (!pow2(c.shape.at(2))) return "V = " + std::to_string(c.shape.at(2)) + " is no power of two: g / V would round";
+    if (c.attr("reduction") == "mean" && !pow2(c.shape.at(0)))
+      return "BT = " + std::to_string(c.shape.at(0)) + " is no power of two: the mean's 1 / BT would round";
+    for (const char* a : {"softcap", "label_smoothing", "z_loss"})
+      if (c.attr_real(a) != 0) return std::string(a) + " moves dlogits off g (1/V - [j = t]): audit with " + a + " 0";
+    return {};
+  }
   if (p.op.rfind("cross_entropy", 0) != 0) return {};
   if (p.lane_out && c.attr("reduction") != "none")
     return "the loss is one value per batch under reduction " + c.attr("reduction") + ": audit with --attrs reduction=none";
@@ -179,6 +218,16 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
     p.positive = true, p.zero_in = -1e4, p.target = "target", p.lane_out = fwd;
     return {p};
   }
+  if (op == "fused_linear_cross_entropy.bwd" && axis == "rows")
+    return {{op, axis, "dweight",
+             "x[:, k] = pattern, weight = 0 (logits 0, p = 1/V), target = V - 1; dweight[0, k] = S g / V (g = dloss, / BT "
+             "under mean)",
+             true, false, false, "x"}};
+  if (op == "fused_linear_cross_entropy.bwd" && axis == "v")
+    return {{op, axis, "dx",
+             "weight[:, k] = pattern, x = 0 (logits 0, p = 1/V); dx[r, k] = S g / V at a row whose target is the "
+             "lane's zero slot (weight[t_r, k] = 0 drops the -g term)",
+             true, true, false, "weight"}};
   if (op == "softmax.bwd" && axis == "row")
     return {{op, axis, "dx", "dy[r, :] = pattern, y = 1; dx[r, z] = -S at a zero slot", false, true, false, "dy"}};
   return {};
@@ -188,8 +237,14 @@ std::string unmeasurable_why(const std::string& op, const std::string& axis) {
   const std::string key = op + " " + axis;
   if (op.rfind("cross_entropy", 0) == 0)
     return "no probe yet: the batch sum of the losses (reduction mean or sum) has one lane, a triple per call";
+  if (op == "fused_linear_cross_entropy.fwd" && (axis == "v" || axis == "rows"))
+    return axis == "v" ? "the forward computes no sum over the vocabulary but its sum of exp (row): v is the "
+                         "backward's dx = dlogits W (audit fused_linear_cross_entropy.bwd)"
+                       : "no probe yet: the batch sum of the losses has one lane, a triple per call (the backward's "
+                         "dweight sum over rows is audited on fused_linear_cross_entropy.bwd)";
   if (op.rfind("fused_linear_cross_entropy", 0) == 0)
-    return "no probe yet: the vocabulary's sum of exp is read through log, and the hidden axis through exp (design §2)";
+    return axis == "h" ? "no probe yet: the logits' sum over the hidden axis reaches the outputs only through exp and log"
+                       : "no probe yet: the vocabulary's sum of exp is read through log, with logits x W";
   return "no probe for this axis";
 }
 

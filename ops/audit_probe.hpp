@@ -91,9 +91,10 @@ struct PositiveLeaves {
   double a = 0, v = 0, w = 0;
   double M = 0, U = 0;
 };
-/// Why the case's attributes leave no positive probe (cross_entropy: a loss per batch, not per
-/// row; softcap's tanh or label smoothing's signed sum in the readout); empty when none.
-std::string positive_unfit(const AxisProbe& p, const Case& c);
+/// Why the case leaves the probe no exact readout (cross_entropy: a loss per batch, not per
+/// row; softcap's tanh or label smoothing's signed sum in the readout; FLCE: V or the mean's
+/// BT no power of two, or attributes that move dlogits off g (1/V - [j = t])); empty when none.
+std::string probe_unfit(const AxisProbe& p, const Case& c);
 /// The scales to try, best first (rms_norm.fwd: x with x^2 exact, several significands of M;
 /// softmax.fwd: x_a = 0 so M = exp(0) = 1, v = exp(x_b) from the input dtype's grid). Empty
 /// where the input dtype holds none.

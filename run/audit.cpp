@@ -232,10 +232,12 @@ void measure_axis(AxisAudit& a, const Case& c, const Impl& impl, const DevicePro
   const int64_t n = probe.length(c);
   const ProbeScale s = probe_scale(shapes.at(probe.pattern).desc.dtype, acc, shapes.at(probe.out).desc.dtype,
                                    probe.indirect, n);
-  if (s.B == 0 || n < (probe.zero_slot ? 4 : 2) || probe.lanes(c) < 1) {
+  const std::string unfit = probe_unfit(probe, c);
+  if (s.B == 0 || n < (probe.zero_slot ? 4 : 2) || probe.lanes(c) < 1 || !unfit.empty()) {
     a.status = "unmeasurable";
-    a.note = s.B == 0 ? "no exact probe fits these dtypes (the readout of one unit would be subnormal in the output)"
-                      : "axis too short to probe";
+    a.note = !unfit.empty() ? unfit
+             : s.B == 0     ? "no exact probe fits these dtypes (the readout of one unit would be subnormal in the output)"
+                            : "axis too short to probe";
     return;
   }
   ProbeRunner run(impl, c, p, probe, s);

@@ -106,7 +106,7 @@ void measure_positive(AxisAudit& a, const Case& c, const Impl& impl, const Devic
   const TensorSet shapes = allocate_tensors(c, registry().op(c.op));
   const int64_t n = probe.length(c);
   const std::vector<PositiveLeaves> scales = positive_leaves(probe, shapes.at(probe.pattern).desc.dtype, acc);
-  const std::string unfit = positive_unfit(probe, c);
+  const std::string unfit = probe_unfit(probe, c);
   if (n < 3 || probe.lanes(c) < 1 || scales.empty() || !unfit.empty()) {
     a.status = "unmeasurable";
     a.note = !unfit.empty()    ? unfit

@@ -187,6 +187,32 @@ TEST(Audit, PositiveSumsOfTheHostAreMeasuredThroughTriplets) {
   }
 }
 
+TEST(Audit, FlceBackwardSumsAreMeasuredThroughDxAndDweight) {
+  // weight = 0 or x = 0 makes every logit 0 and dlogits[r, j] = g (1/V - [j = t_r]): dweight's
+  // sum over rows and dx's over the vocabulary read S g / V (dx at a row whose target is the
+  // lane's zero slot). As for the other axes, the declared shapes count the exact start:
+  // the vocabulary's sum one rounding more, the rows' (chunked column sums) two.
+  for (const char* dt : {"fp32", "bf16"})
+    for (const char* red : {"mean", "sum"}) {
+      const kv::Case c = make_case("fused_linear_cross_entropy.bwd", "host", dt, "16x8x512", {}, {{"reduction", red}});
+      int measured = 0;
+      for (const AxisAudit& a : audit(c, "host")) {
+        if (a.axis == "h" || a.axis == "row") {
+          EXPECT_EQ(a.status, "unmeasurable") << a.axis;
+          continue;
+        }
+        ++measured;
+        EXPECT_EQ(a.status, "ok") << c.str() << " " << a.axis << ": " << a.note;
+        ASSERT_TRUE(a.measured.has_value()) << a.axis;
+        EXPECT_EQ(a.measured->n_eff, a.declared.n_eff() - (a.axis == "rows" ? 2 : 1)) << c.str() << " " << a.axis;
+      }
+      EXPECT_EQ(measured, 2) << c.str();
+    }
+  // V = 600: 1/V rounds, no exact readout; said so, never a wrong sum.
+  for (const AxisAudit& a : audit(make_case("fused_linear_cross_entropy.bwd", "host", "bf16", "16x8x600", {}), "host"))
+    if (a.axis == "v" || a.axis == "rows") EXPECT_NE(a.note.find("no power of two"), std::string::npos) << a.note;
+}
+
 TEST(Audit, UnprobedAxesAndOpsWithoutSums) {
   for (const AxisAudit& a : audit(make_case("cross_entropy.fwd", "host", "fp32", "8x300", {}), "host")) {
     EXPECT_EQ(a.status, "unmeasurable");  // reduction mean: one loss per batch
