@@ -76,8 +76,15 @@ ProbeScale probe_scale(DType in, DType acc, DType out, bool indirect, int64_t di
   return s;
 }
 
-int64_t AxisProbe::length(const Case& c) const { return over_rows ? grid(*this, c).first : grid(*this, c).second; }
-int64_t AxisProbe::lanes(const Case& c) const { return over_rows ? grid(*this, c).second : grid(*this, c).first; }
+int64_t AxisProbe::length(const Case& c) const {
+  if (loss_rows) return c.shape.at(0);
+  return over_rows ? grid(*this, c).first : grid(*this, c).second;
+}
+int64_t AxisProbe::lanes(const Case& c) const {
+  if (loss_rows) return 1;
+  if (is_flce(c) && positive) return std::min(c.shape.at(0), c.shape.at(1));  // x[r, :] = e_r selects weight[:, r]
+  return over_rows ? grid(*this, c).second : grid(*this, c).first;
+}
 
 void AxisProbe::fill_fixed(TensorSet& ts, const Case& c) const {
   auto vals = fixed_values(c);
@@ -89,18 +96,34 @@ void AxisProbe::fill_fixed(TensorSet& ts, const Case& c) const {
     TensorView t = s.view();
     for (int64_t i = 0, e = t.desc.numel(); i < e; ++i) t.store(i, v);
   }
+  if (is_flce(c) && positive) {  // x[r, :] = e_r: logits[r, j] = weight[j, r], exactly
+    TensorView x = ts.view("x");
+    for (int64_t r = 0, l = loss_rows ? std::min(c.shape.at(0), c.shape.at(1)) : lanes(c); r < l; ++r)
+      x.store(r * c.shape.at(1) + r, 1.0);
+  }
 }
 
 void AxisProbe::fill(TensorSet& ts, const Case& c, const std::vector<LaneTerms>& lanes) const {
   TensorView t = ts.view(pattern);
   for (int64_t i = 0, e = t.desc.numel(); i < e; ++i) t.store(i, zero_in);
+  if (loss_rows) {  // row r's logits: logits[r, :] (cross_entropy) or weight[:, r] (FLCE, x[r] = e_r)
+    const int64_t h = is_flce(c) ? c.shape.at(1) : 0, v = is_flce(c) ? c.shape.at(2) : c.shape.at(1);
+    auto at = [&](int64_t r, int64_t j) { return is_flce(c) ? j * h + r : r * v + j; };
+    for (int64_t r = 0; r < c.shape.at(0); ++r) t.store(at(r, 0), 0.0);  // target 0 alone: loss 0
+    if (!lanes.empty())
+      for (auto& [r, code] : lanes[0].terms) {
+        if (code <= -100) t.store(at(r, 0), code), t.store(at(r, 1), 0.0);  // loss = -code
+        else t.store(at(r, 1), code);                                        // loss = log(1 + e^code)
+      }
+    return;
+  }
   const int64_t n = grid(*this, c).second;
   for (size_t l = 0; l < lanes.size(); ++l)
     for (auto& [pos, v] : lanes[l].terms) {
       const int64_t lane = static_cast<int64_t>(l);
       t.store(over_rows ? pos * n + lane : lane * n + pos, v);
     }
-  if (is_flce(c) && pattern == "weight") {  // rows whose targets are the lanes' zero slots (few distinct)
+  if (is_flce(c) && pattern == "weight" && !positive) {  // rows whose targets are the lanes' zero slots (few distinct)
     std::vector<int64_t> zs;
     for (auto& l : lanes)
       if (l.zero_slot >= 0 && std::find(zs.begin(), zs.end(), l.zero_slot) == zs.end()) zs.push_back(l.zero_slot);
@@ -119,15 +142,17 @@ double AxisProbe::read(const TensorSet& ts, const Case& c, int64_t lane, const L
   const TensorView o = ts.view(out);
   const int64_t cols = grid(*this, c).second;
   int64_t row = 0;
-  if (is_flce(c) && pattern == "weight") {  // dx[r, k] at the row whose target is the zero slot: the -g term drops
+  if (is_flce(c) && pattern == "weight" && !positive) {  // dx[r, k] at the row whose target is the zero slot: the -g term drops
     const TensorView g = ts.view("target");
     for (row = 0; row < g.desc.numel() && g.get(row) != static_cast<double>(t.zero_slot); ++row) {
     }
     if (row == g.desc.numel()) return std::nan("");  // more distinct zero slots than rows
   }
-  const double v = is_flce(c) && pattern == "weight" ? o.get(row * cols + lane)
-                   : over_rows || lane_out           ? o.get(lane)
-                                                     : o.get(lane * cols + t.zero_slot);
+  if (positive && over_rows && !lane_out) row = t.zero_slot;  // FLCE dweight[a, r]
+  const double v = lane_out                            ? o.get(lane)
+                   : is_flce(c) && pattern == "weight" ? o.get(row * cols + lane)
+                   : over_rows                         ? o.get(lane)
+                                                       : o.get(lane * cols + t.zero_slot);
   if (positive) return std::isfinite(v) ? v : std::nan("");
   return std::isfinite(v) ? v * read_scale(*this, c) / times : std::nan("");
 }
@@ -145,7 +170,14 @@ std::vector<PositiveLeaves> positive_leaves(const AxisProbe& p, DType in, DType 
       if (round_to(in, xa) != xa || !inside(v * v, U, 0.27, 0.48) || !inside(w * w, U, 0.55, 0.95)) continue;
       out.push_back({xa, v, w, M, U});
     }
-  } else if (p.op == "softmax.fwd" || p.op.rfind("cross_entropy", 0) == 0) {
+  } else if (p.loss_rows) {
+    // Losses: M = 1024 (target logit -1024 beside a 0), v and w = log(1 + e^d) for a logit d.
+    const double M = 1024, U = unit(M);
+    auto logit = [&](double loss) { return round_to(in, std::log(std::expm1(loss))); };
+    const double v = logit(0.375 * U), w = logit(0.75 * U);
+    if (inside(std::log1p(std::exp(v)), U, 0.27, 0.48) && inside(std::log1p(std::exp(w)), U, 0.55, 0.95))
+      out.push_back({-M, v, w, M, U});
+  } else if (p.op == "softmax.fwd" || p.op.rfind("cross_entropy", 0) == 0 || p.op.rfind("fused_linear", 0) == 0) {
     // Terms exp(x - 0): the exp's own error (a few ulps) leaves the margins below intact.
     const double U = unit(1.0);
     const double v = round_to(in, std::log(0.375 * U)), w = round_to(in, std::log(0.75 * U));
@@ -155,6 +187,22 @@ std::vector<PositiveLeaves> positive_leaves(const AxisProbe& p, DType in, DType 
 }
 
 std::string probe_unfit(const AxisProbe& p, const Case& c) {
+  if (p.loss_rows) {
+    if (c.attr("reduction") == "none") return "no batch sum under reduction none";
+    if (is_flce(c) && c.shape.at(0) > c.shape.at(1)) return "BT > H: x[r, :] = e_r needs a hidden column per row";
+    if (is_flce(c) && c.attr("bias") == "true") return "a bias moves the logits: audit without bias";
+    for (const char* a : {"softcap", "label_smoothing", "z_loss"})
+      if (c.attr_real(a) != 0) return std::string(a) + " changes the rows' losses: audit with " + a + " 0";
+    return {};
+  }
+  if (is_flce(c) && p.positive) {
+    if (p.lane_out && c.attr("reduction") != "none")
+      return "the loss is one value per batch under reduction " + c.attr("reduction") + ": audit with --attrs reduction=none";
+    for (const char* a : {"softcap", "label_smoothing"})
+      if (c.attr_real(a) != 0) return std::string(a) + " changes the readout of the sum: audit with " + a + " 0";
+    if (c.attr("bias") == "true") return "a bias moves the logits: audit without bias";
+    return {};
+  }
   if (is_flce(c)) {
     auto pow2 = [](int64_t n) { return n > 0 && (n & (n - 1)) == 0; };
     if (!pow2(c.shape.at(2))) return "V = " + std::to_string(c.shape.at(2)) + " is no power of two: g / V would round";
@@ -218,6 +266,26 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
     p.positive = true, p.zero_in = -1e4, p.target = "target", p.lane_out = fwd;
     return {p};
   }
+  if ((op == "cross_entropy.fwd" || op == "fused_linear_cross_entropy.fwd") && axis == "rows") {
+    AxisProbe p{op, axis, "loss",
+                std::string("one lane: row r's loss is a term (M = 1024: target logit -1024 beside a 0; v: log(1 + e^d); 0: "
+                            "the target alone), the rest -1e4") +
+                    (op == "cross_entropy.fwd" ? "" : ", logits[r, :] = weight[:, r] through x[r, :] = e_r") +
+                    "; loss = the batch sum (/ BT under mean) against calibration rows",
+                false, false, false, op == "cross_entropy.fwd" ? "logits" : "weight"};
+    p.positive = true, p.loss_rows = true, p.lane_out = true, p.zero_in = -1e4, p.fixed = {{"target", 0.0}};
+    return {p};
+  }
+  if (op.rfind("fused_linear_cross_entropy", 0) == 0 && axis == "row") {
+    const bool fwd = op == "fused_linear_cross_entropy.fwd";
+    AxisProbe p{op, axis, fwd ? "loss" : "dweight",
+                std::string("x[r, :] = e_r, weight[:, r] = triple (a: 0, b, c), the rest -1e4, so logits[r, :] = weight[:, r]; "
+                            "target[r] = a; ") +
+                    (fwd ? "loss[r] = log S (reduction none)" : "dweight[a, r] = (1 / S - 1) g") + " against calibration rows",
+                true, false, false, "weight"};
+    p.positive = true, p.zero_in = -1e4, p.target = "target", p.lane_out = fwd;
+    return {p};
+  }
   if (op == "fused_linear_cross_entropy.bwd" && axis == "rows")
     return {{op, axis, "dweight",
              "x[:, k] = pattern, weight = 0 (logits 0, p = 1/V), target = V - 1; dweight[0, k] = S g / V (g = dloss, / BT "
@@ -235,16 +303,14 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
 
 std::string unmeasurable_why(const std::string& op, const std::string& axis) {
   const std::string key = op + " " + axis;
-  if (op.rfind("cross_entropy", 0) == 0)
-    return "no probe yet: the batch sum of the losses (reduction mean or sum) has one lane, a triple per call";
-  if (op == "fused_linear_cross_entropy.fwd" && (axis == "v" || axis == "rows"))
-    return axis == "v" ? "the forward computes no sum over the vocabulary but its sum of exp (row): v is the "
-                         "backward's dx = dlogits W (audit fused_linear_cross_entropy.bwd)"
-                       : "no probe yet: the batch sum of the losses has one lane, a triple per call (the backward's "
-                         "dweight sum over rows is audited on fused_linear_cross_entropy.bwd)";
+  if (op == "cross_entropy.bwd" && axis == "rows")
+    return "the backward sums no floats over rows: under mean it divides by the count of rows (exact without class "
+           "weights); the forward's batch sum of the losses is audited on cross_entropy.fwd";
+  if (op == "fused_linear_cross_entropy.fwd" && axis == "v")
+    return "the forward computes no sum over the vocabulary but its sum of exp (row): v is the backward's dx = "
+           "dlogits W (audit fused_linear_cross_entropy.bwd)";
   if (op.rfind("fused_linear_cross_entropy", 0) == 0)
-    return axis == "h" ? "no probe yet: the logits' sum over the hidden axis reaches the outputs only through exp and log"
-                       : "no probe yet: the vocabulary's sum of exp is read through log, with logits x W";
+    return "no probe yet: the logits' sum over the hidden axis reaches the outputs only through exp and log";
   return "no probe for this axis";
 }
 

@@ -72,6 +72,10 @@ struct AxisProbe {
   /// An i32 input set per lane to the read slot (cross_entropy's target: the loss and the
   /// gradient read the sum at the target's logit).
   std::string target = {};
+  /// The batch sum of the losses (cross_entropy and FLCE forward, rows): one lane, each leaf a
+  /// row whose loss is the term (M: target logit a_code <= -100 beside a 0; v: target 0 beside
+  /// the logit v_code; 0: the target alone), the rest of the row -1e4; read in loss[0].
+  bool loss_rows = false;
 
   int64_t length(const Case& c) const;  // leaves: the axis's length
   int64_t lanes(const Case& c) const;   // independent sums per call

@@ -152,7 +152,8 @@ void measure_positive(AxisAudit& a, const Case& c, const Impl& impl, const Devic
   std::ostringstream m;
   m << s->M;
   a.note += (a.note.empty() ? "" : "; ") + std::string("positive terms: triplets at M = ") + m.str() + ", " +
-            std::to_string(run.lanes()) + " lanes a call (one ulp of the accumulator read through the output)";
+            std::to_string(run.lanes()) + (run.lanes() == 1 ? " lane" : " lanes") +
+            " a call (one ulp of the accumulator read through the output)";
 }
 
 }  // namespace kv::audit_detail

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "cli_util.hpp"
 #include "kernels/rms_norm/contract.hpp"
@@ -176,6 +177,14 @@ TEST(Audit, PositiveSumsOfTheHostAreMeasuredThroughTriplets) {
     EXPECT_EQ(a.status, "unmeasurable");
     EXPECT_NE(a.note.find("cannot tell a sum of M from M + 1 ulp"), std::string::npos) << a.note;
   }
+  // The batch sum of the losses (mean): one lane, each leaf a row whose loss is M, v or 0.
+  const kv::Case ce = make_case("cross_entropy.fwd", "host", "bf16", "64x256", {});
+  for (const AxisAudit& a : audit(ce, "host")) {
+    if (a.axis == "row") continue;  // reduction mean: no loss per row (UnprobedAxesAndOpsWithoutSums)
+    EXPECT_EQ(a.status, "ok") << a.note;
+    ASSERT_TRUE(a.measured.has_value());
+    EXPECT_EQ(a.measured->n_eff, a.declared.n_eff() - 2) << a.note;  // column sums: two exact adds
+  }
   // The negative control: 32 lanes run under the contract of 1024.
   for (const char* op : {"rms_norm.fwd", "softmax.fwd"}) {
     const kv::Case c = make_case(op, "test.audit.warps_understated", "fp32", "8x300", {});
@@ -187,37 +196,49 @@ TEST(Audit, PositiveSumsOfTheHostAreMeasuredThroughTriplets) {
   }
 }
 
-TEST(Audit, FlceBackwardSumsAreMeasuredThroughDxAndDweight) {
-  // weight = 0 or x = 0 makes every logit 0 and dlogits[r, j] = g (1/V - [j = t_r]): dweight's
-  // sum over rows and dx's over the vocabulary read S g / V (dx at a row whose target is the
-  // lane's zero slot). As for the other axes, the declared shapes count the exact start:
-  // the vocabulary's sum one rounding more, the rows' (chunked column sums) two.
-  for (const char* dt : {"fp32", "bf16"})
-    for (const char* red : {"mean", "sum"}) {
-      const kv::Case c = make_case("fused_linear_cross_entropy.bwd", "host", dt, "16x8x512", {}, {{"reduction", red}});
-      int measured = 0;
-      for (const AxisAudit& a : audit(c, "host")) {
-        if (a.axis == "h" || a.axis == "row") {
-          EXPECT_EQ(a.status, "unmeasurable") << a.axis;
-          continue;
-        }
-        ++measured;
-        EXPECT_EQ(a.status, "ok") << c.str() << " " << a.axis << ": " << a.note;
-        ASSERT_TRUE(a.measured.has_value()) << a.axis;
-        EXPECT_EQ(a.measured->n_eff, a.declared.n_eff() - (a.axis == "rows" ? 2 : 1)) << c.str() << " " << a.axis;
-      }
-      EXPECT_EQ(measured, 2) << c.str();
+TEST(Audit, FlceSumsAreMeasuredThroughDxDweightAndTheLoss) {
+  // Backward: weight = 0 or x = 0 makes every logit 0 and dlogits[r, j] = g (1/V - [j = t_r]):
+  // dweight's sum over rows and dx's over the vocabulary read S g / V (dx at a row whose
+  // target is the lane's zero slot). The vocabulary's sum of exp (row) goes by triplets with
+  // x[r, :] = e_r, read in dweight[a, r] = (1/S - 1) g, and forward in loss[r] (reduction
+  // none). As elsewhere the declared shapes count the exact start: one rounding more for
+  // sums along a row, two for the rows' column sums. h is read only through exp and log.
+  struct Run {
+    const char *op, *dt, *red;
+  };
+  for (const Run& r : {Run{"fused_linear_cross_entropy.bwd", "bf16", "mean"}, Run{"fused_linear_cross_entropy.bwd", "fp32", "sum"},
+                       Run{"fused_linear_cross_entropy.bwd", "bf16", "none"}, Run{"fused_linear_cross_entropy.fwd", "bf16", "none"},
+                       Run{"fused_linear_cross_entropy.fwd", "fp32", "mean"}}) {
+    const std::string op = r.op, dt = r.dt, red = r.red;
+    const bool fwd = op.find("fwd") != std::string::npos;
+    const kv::Case c = make_case(op, "host", dt, "32x32x256", {}, {{"reduction", red}});
+    std::set<std::string> measured;
+    for (const AxisAudit& a : audit(c, "host")) {
+      if (a.status == "unmeasurable") continue;
+      measured.insert(a.axis);
+      EXPECT_EQ(a.status, "ok") << c.str() << " " << a.axis << ": " << a.note;
+      ASSERT_TRUE(a.measured.has_value()) << a.axis;
+      EXPECT_EQ(a.measured->n_eff, a.declared.n_eff() - (a.axis == "rows" ? 2 : 1)) << c.str() << " " << a.axis;
     }
+    // forward: the row sums per loss (none), or the batch sum of the losses (mean, sum)
+    const std::set<std::string> want = !fwd ? std::set<std::string>{"row", "rows", "v"}
+                                       : red == "none" ? std::set<std::string>{"row"}
+                                                       : std::set<std::string>{"rows"};
+    EXPECT_EQ(measured, want) << c.str();
+  }
   // V = 600: 1/V rounds, no exact readout; said so, never a wrong sum.
   for (const AxisAudit& a : audit(make_case("fused_linear_cross_entropy.bwd", "host", "bf16", "16x8x600", {}), "host"))
     if (a.axis == "v" || a.axis == "rows") EXPECT_NE(a.note.find("no power of two"), std::string::npos) << a.note;
 }
 
 TEST(Audit, UnprobedAxesAndOpsWithoutSums) {
-  for (const AxisAudit& a : audit(make_case("cross_entropy.fwd", "host", "fp32", "8x300", {}), "host")) {
-    EXPECT_EQ(a.status, "unmeasurable");  // reduction mean: one loss per batch
-    EXPECT_NE(a.note.find(a.axis == "row" ? "reduction=none" : "one lane"), std::string::npos) << a.note;
-  }
+  for (const AxisAudit& a : audit(make_case("cross_entropy.fwd", "host", "fp32", "8x300", {}), "host"))
+    if (a.axis == "row") {  // reduction mean: one loss per batch, no lane per row
+      EXPECT_EQ(a.status, "unmeasurable");
+      EXPECT_NE(a.note.find("reduction=none"), std::string::npos) << a.note;
+    }
+  for (const AxisAudit& a : audit(make_case("cross_entropy.bwd", "host", "fp32", "8x300", {}), "host"))
+    if (a.axis == "rows") EXPECT_NE(a.note.find("sums no floats over rows"), std::string::npos) << a.note;
   const auto g = audit(make_case("swiglu.fwd", "host", "fp32", "8x300", {}), "host");
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].status, "nothing to audit");
