@@ -31,11 +31,16 @@ for op in rms_norm.fwd softmax.fwd softmax.bwd layer_norm.fwd; do
 done
 audit softmax.bwd bf16 256x2048 num_warps=32
 for op in cross_entropy.fwd cross_entropy.bwd; do
-  # reduction none: one loss per row, so the row axis has a lane per row (the batch sum is not probed)
+  # reduction none: one loss per row, so the row axis has a lane per row
   for cfg in block_v=row,num_warps=32 block_v=2048,num_warps=8; do audit "$op" fp32 64x8192 "$cfg" reduction=none; done
 done
+# reduction mean: the batch sum of the losses (rows), one lane
+for cfg in block_v=row,num_warps=32 block_v=2048,num_warps=8; do audit cross_entropy.fwd fp32 64x8192 "$cfg"; done
 for op in fused_linear_cross_entropy.fwd fused_linear_cross_entropy.bwd; do
   for cfg in chunk=1024 chunk=256,block_v=2048; do audit "$op" bf16 256x512x2048 "$cfg" grad_rounding=x_dtype; done
+done
+for cfg in chunk=1024 chunk=256,block_v=2048; do
+  audit fused_linear_cross_entropy.fwd bf16 256x512x2048 "$cfg" grad_rounding=x_dtype,reduction=none
 done
 for op in swiglu.fwd swiglu.bwd geglu.fwd geglu.bwd; do audit "$op" bf16 64x4096; done
 for op in rope.fwd rope.bwd; do audit "$op" bf16 2x64x8x128; done
