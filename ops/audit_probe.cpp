@@ -5,6 +5,7 @@
 #include "ops/audit_probe.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -82,7 +83,7 @@ int64_t AxisProbe::length(const Case& c) const {
 }
 int64_t AxisProbe::lanes(const Case& c) const {
   if (loss_rows) return 1;
-  if (is_flce(c) && positive) return std::min(c.shape.at(0), c.shape.at(1));  // x[r, :] = e_r selects weight[:, r]
+  if (is_flce(c) && positive && pattern == "weight") return std::min(c.shape.at(0), c.shape.at(1));  // x[r] = e_r
   return over_rows ? grid(*this, c).second : grid(*this, c).first;
 }
 
@@ -96,7 +97,11 @@ void AxisProbe::fill_fixed(TensorSet& ts, const Case& c) const {
     TensorView t = s.view();
     for (int64_t i = 0, e = t.desc.numel(); i < e; ++i) t.store(i, v);
   }
-  if (is_flce(c) && positive) {  // x[r, :] = e_r: logits[r, j] = weight[j, r], exactly
+  if (hidden) {  // logits[r, 0] = x[r, :] . kHiddenWeight, the other logits 0
+    TensorView w = ts.view("weight");
+    for (int64_t k = 0; k < c.shape.at(1); ++k) w.store(k, kHiddenWeight);
+  }
+  if (is_flce(c) && positive && pattern == "weight") {  // x[r, :] = e_r: logits[r, j] = weight[j, r], exactly
     TensorView x = ts.view("x");
     for (int64_t r = 0, l = loss_rows ? std::min(c.shape.at(0), c.shape.at(1)) : lanes(c); r < l; ++r)
       x.store(r * c.shape.at(1) + r, 1.0);
@@ -169,6 +174,17 @@ std::vector<PositiveLeaves> positive_leaves(const AxisProbe& p, DType in, DType 
       const double v = round_to(in, std::sqrt(0.375 * U)), w = round_to(in, std::sqrt(0.75 * U));
       if (round_to(in, xa) != xa || !inside(v * v, U, 0.27, 0.48) || !inside(w * w, U, 0.55, 0.95)) continue;
       out.push_back({xa, v, w, M, U});
+    }
+  } else if (p.hidden) {
+    // Terms x * 29/8 with x on the input grid: M = 261/16 (a bf16 tie), U = 2^-19 in fp32. The
+    // first set fits sums that round to nearest (v < U/2 absorbed, 2v > U/2 not); the second
+    // tensor-core blocks that truncate (v < U absorbed, 2v >= U not): the calibration rows
+    // tell which one the impl's sums read.
+    const double M = 4.5 * kHiddenWeight, U = unit(M);
+    for (auto [lo, hi, wl, wh] : {std::array<double, 4>{0.27, 0.48, 0.55, 0.95}, std::array<double, 4>{0.55, 0.95, 1.1, 1.9}}) {
+      const double v = round_to(in, (lo + hi) / 2 * U / kHiddenWeight), w = round_to(in, (wl + wh) / 2 * U / kHiddenWeight);
+      if (round_to(in, 4.5) == 4.5 && inside(v * kHiddenWeight, U, lo, hi) && inside(w * kHiddenWeight, U, wl, wh))
+        out.push_back({4.5, v, w, M, U});
     }
   } else if (p.loss_rows) {
     // Losses: M = 1024 (target logit -1024 beside a 0), v and w = log(1 + e^d) for a logit d.
@@ -276,6 +292,14 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
     p.positive = true, p.loss_rows = true, p.lane_out = true, p.zero_in = -1e4, p.fixed = {{"target", 0.0}};
     return {p};
   }
+  if (op == "fused_linear_cross_entropy.fwd" && axis == "h") {
+    AxisProbe p{op, axis, "loss",
+                "x[r, :] = triple (a = 9/2, b, c), the rest 0, weight[0, :] = 29/8, the other rows 0, target 1: "
+                "loss[r] ~ logits[r, 0] (reduction none; M = 261/16 sits on a bf16 tie) against calibration rows",
+                false, false, false, "x"};
+    p.positive = true, p.hidden = true, p.lane_out = true, p.fixed = {{"target", 1.0}};
+    return {p};
+  }
   if (op.rfind("fused_linear_cross_entropy", 0) == 0 && axis == "row") {
     const bool fwd = op == "fused_linear_cross_entropy.fwd";
     AxisProbe p{op, axis, fwd ? "loss" : "dweight",
@@ -310,7 +334,10 @@ std::string unmeasurable_why(const std::string& op, const std::string& axis) {
     return "the forward computes no sum over the vocabulary but its sum of exp (row): v is the backward's dx = "
            "dlogits W (audit fused_linear_cross_entropy.bwd)";
   if (op.rfind("fused_linear_cross_entropy", 0) == 0)
-    return "no probe yet: the logits' sum over the hidden axis reaches the outputs only through exp and log";
+    return op == "fused_linear_cross_entropy.bwd" && axis == "h"
+               ? "the backward's logits are the forward's sum over h again: audited on fused_linear_cross_entropy.fwd "
+                 "(reduction none)"
+               : "no probe for this axis";
   return "no probe for this axis";
 }
 

@@ -76,6 +76,11 @@ struct AxisProbe {
   /// row whose loss is the term (M: target logit a_code <= -100 beside a 0; v: target 0 beside
   /// the logit v_code; 0: the target alone), the rest of the row -1e4; read in loss[0].
   bool loss_rows = false;
+  /// FLCE's logits over the hidden axis (h): lanes are rows, x[r, :] the triple, weight[0, :] =
+  /// kHiddenWeight and the other vocabulary rows 0, target 1; read in loss[r] (reduction none),
+  /// about logits[r, 0] itself. M sits on a bf16 tie, so logits rounded to bf16 still tell M
+  /// from M + 1 ulp of fp32.
+  bool hidden = false;
 
   int64_t length(const Case& c) const;  // leaves: the axis's length
   int64_t lanes(const Case& c) const;   // independent sums per call
@@ -103,6 +108,9 @@ std::string probe_unfit(const AxisProbe& p, const Case& c);
 /// softmax.fwd: x_a = 0 so M = exp(0) = 1, v = exp(x_b) from the input dtype's grid). Empty
 /// where the input dtype holds none.
 std::vector<PositiveLeaves> positive_leaves(const AxisProbe& p, DType in, DType acc);
+/// weight[0, :] of the FLCE h probe: 29/8, so that M = 9/2 * 29/8 = 261/16 lies halfway between
+/// the bf16 values 16.25 (even) and 16.375.
+inline constexpr double kHiddenWeight = 3.625;
 
 /// The probes of an op's axis (one per output read: layer_norm.bwd rows reads dw and db);
 /// empty where none exists (then `unmeasurable` says why).

@@ -201,8 +201,9 @@ TEST(Audit, FlceSumsAreMeasuredThroughDxDweightAndTheLoss) {
   // dweight's sum over rows and dx's over the vocabulary read S g / V (dx at a row whose
   // target is the lane's zero slot). The vocabulary's sum of exp (row) goes by triplets with
   // x[r, :] = e_r, read in dweight[a, r] = (1/S - 1) g, and forward in loss[r] (reduction
-  // none). As elsewhere the declared shapes count the exact start: one rounding more for
-  // sums along a row, two for the rows' column sums. h is read only through exp and log.
+  // none). h: x[r, :] holds the triple, weight[0, :] = 29/8, read in loss[r] ~ logits[r, 0].
+  // As elsewhere the declared shapes count the exact start: one rounding more for sums along a
+  // row, two for the rows' column sums.
   struct Run {
     const char *op, *dt, *red;
   };
@@ -222,7 +223,7 @@ TEST(Audit, FlceSumsAreMeasuredThroughDxDweightAndTheLoss) {
     }
     // forward: the row sums per loss (none), or the batch sum of the losses (mean, sum)
     const std::set<std::string> want = !fwd ? std::set<std::string>{"row", "rows", "v"}
-                                       : red == "none" ? std::set<std::string>{"row"}
+                                       : red == "none" ? std::set<std::string>{"h", "row"}
                                                        : std::set<std::string>{"rows"};
     EXPECT_EQ(measured, want) << c.str();
   }
