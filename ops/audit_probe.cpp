@@ -236,30 +236,10 @@ std::string probe_unfit(const AxisProbe& p, const Case& c) {
   return {};
 }
 
-std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axis) {
-  const std::string cols = "x = 1, rstd = 1 (mean = 0), w = 1: the rows' terms are dy[:, j] as given";
-  if (op == "rms_norm.bwd" && axis == "row")
-    return {{op, axis, "dx", "dy[r, :] = pattern, x = 1, W' = 1, rstd = 1; dx[r, z] = -fl(S / N) at a zero slot",
-             false, true, true, "dy"}};
-  if (op == "rms_norm.bwd" && axis == "rows") return {{op, axis, "dw", cols + "; dw[j] = S", true, false, false, "dy"}};
-  if (op == "layer_norm.bwd" && axis == "rows")
-    return {{op, axis, "dw", cols + "; dw[j] = S", true, false, false, "dy"},
-            {op, axis, "db", cols + "; db[j] = S", true, false, false, "dy"}};
-  if (op == "layer_norm.bwd" && axis == "row") {
-    // mean = 0, rstd = 1, w = 1: xhat = x, wdy = dy; dx[r, z] = -(xhat_z c1 + c2) at a zero slot.
-    // x = 0: s1 = 0, the readout is -fl(S2 / N). x = 1: s1 and s2 both sum dy, the readout is
-    // -fl(fl(S1 / N) + fl(S2 / N)), read as S once halved; sums in different trees make it
-    // read off the grid or inconsistent, never a tree of their own.
-    const std::string base = "dy[r, :] = pattern, mean = 0, rstd = 1, w = 1; ";
-    return {{op, axis, "dx", base + "x = 0: dx[r, z] = -fl(S2 / N)", false, true, true, "dy", {{"x", 0.0}}, 1, "dx:s2"},
-            {op, axis, "dx", base + "x = 1: dx[r, z] = -fl(fl(S1 / N) + fl(S2 / N))", false, true, true, "dy", {}, 2,
-             "dx:s1+s2"}};
-  }
-  if (op == "layer_norm.fwd" && axis == "row")
-    return {{op, axis, "mean",
-             "x[r, :] = pattern, w = 1, b = 0; mean[r] = fl(S / N) (the mean's sum; the variance's sum of squares "
-             "has positive terms only and is taken to share its shape)",
-             false, false, true, "x", {}, 1, "", true}};
+namespace {
+
+/// The probes of sums whose terms are all positive (triplets, run/audit_positive.cpp).
+std::vector<AxisProbe> positive_probes(const std::string& op, const std::string& axis) {
   if (op == "rms_norm.fwd" && axis == "row") {
     AxisProbe p{op, axis, "rstd", "x[r, :] = triple (a, b, c), the rest 0, w = 1; rstd[r] = rsqrt(S / N + eps) against calibration rows",
                 false, false, false, "x"};
@@ -310,6 +290,36 @@ std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axi
     p.positive = true, p.zero_in = -1e4, p.target = "target", p.lane_out = fwd;
     return {p};
   }
+  return {};
+}
+
+}  // namespace
+
+std::vector<AxisProbe> axis_probes(const std::string& op, const std::string& axis) {
+  const std::string cols = "x = 1, rstd = 1 (mean = 0), w = 1: the rows' terms are dy[:, j] as given";
+  if (op == "rms_norm.bwd" && axis == "row")
+    return {{op, axis, "dx", "dy[r, :] = pattern, x = 1, W' = 1, rstd = 1; dx[r, z] = -fl(S / N) at a zero slot",
+             false, true, true, "dy"}};
+  if (op == "rms_norm.bwd" && axis == "rows") return {{op, axis, "dw", cols + "; dw[j] = S", true, false, false, "dy"}};
+  if (op == "layer_norm.bwd" && axis == "rows")
+    return {{op, axis, "dw", cols + "; dw[j] = S", true, false, false, "dy"},
+            {op, axis, "db", cols + "; db[j] = S", true, false, false, "dy"}};
+  if (op == "layer_norm.bwd" && axis == "row") {
+    // mean = 0, rstd = 1, w = 1: xhat = x, wdy = dy; dx[r, z] = -(xhat_z c1 + c2) at a zero slot.
+    // x = 0: s1 = 0, the readout is -fl(S2 / N). x = 1: s1 and s2 both sum dy, the readout is
+    // -fl(fl(S1 / N) + fl(S2 / N)), read as S once halved; sums in different trees make it
+    // read off the grid or inconsistent, never a tree of their own.
+    const std::string base = "dy[r, :] = pattern, mean = 0, rstd = 1, w = 1; ";
+    return {{op, axis, "dx", base + "x = 0: dx[r, z] = -fl(S2 / N)", false, true, true, "dy", {{"x", 0.0}}, 1, "dx:s2"},
+            {op, axis, "dx", base + "x = 1: dx[r, z] = -fl(fl(S1 / N) + fl(S2 / N))", false, true, true, "dy", {}, 2,
+             "dx:s1+s2"}};
+  }
+  if (op == "layer_norm.fwd" && axis == "row")
+    return {{op, axis, "mean",
+             "x[r, :] = pattern, w = 1, b = 0; mean[r] = fl(S / N) (the mean's sum; the variance's sum of squares "
+             "has positive terms only and is taken to share its shape)",
+             false, false, true, "x", {}, 1, "", true}};
+  if (auto p = positive_probes(op, axis); !p.empty()) return p;
   if (op == "fused_linear_cross_entropy.bwd" && axis == "rows")
     return {{op, axis, "dweight",
              "x[:, k] = pattern, weight = 0 (logits 0, p = 1/V), target = V - 1; dweight[0, k] = S g / V (g = dloss, / BT "
