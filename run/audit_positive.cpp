@@ -120,7 +120,8 @@ void measure_positive(AxisAudit& a, const Case& c, const Impl& impl, const Devic
   int64_t probes = 0;
   // Each scale whose calibration rows read apart is tried in turn (FLCE h: rounding to nearest,
   // then truncating blocks); the first whose tree survives the spot checks is the measurement.
-  for (const PositiveLeaves& s : scales) {
+  for (size_t si = 0; si < scales.size(); ++si) {
+    const PositiveLeaves& s = scales[si];
     const std::optional<Readouts> r = calibrate(run, s, n, rng, why);
     if (!r) {
       if (why.rfind("calibration rows", 0) == 0) break;
@@ -139,7 +140,7 @@ void measure_positive(AxisAudit& a, const Case& c, const Impl& impl, const Devic
     a.measured = fit_shape(tb.tree), a.exact = true;
     judge(a, a.measured->n_eff, true);
     std::ostringstream m;
-    m << s.M;
+    m << s.M << " (scale " << si + 1 << " of " << scales.size() << ", input value of b and c " << s.v << ")";
     a.note += (a.note.empty() ? "" : "; ") + std::string("positive terms: triplets at M = ") + m.str() + ", " +
               std::to_string(run.lanes()) + (run.lanes() == 1 ? " lane" : " lanes") +
               " a call (one ulp of the accumulator read through the output)";
