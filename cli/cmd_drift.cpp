@@ -63,7 +63,7 @@ std::unique_ptr<CommandArgs> setup_drift(CLI::App& sub) {
   sub.add_option("--dtype", d.dtype, "fp32|fp16|bf16 or x:bf16,w:fp32 (default bf16)");
   sub.add_option("--shape", d.shape, "shape (default 64x1536)");
   sub.add_option("--attrs", d.attrs, "op attributes, e.g. mode=gemma");
-  sub.add_option("--dist", d.dist, "value distribution (default normal)");
+  sub.add_option("--dist", d.dist, "value distribution, one of " + dist_names() + " (default normal)");
   sub.add_option("--seed", d.seed, "seed (default 1)")->check(seed_check());
   sub.add_option("--repeat", d.repeat, "runs of each config (run-to-run drift; default 2)")->check(CLI::Range(1, 1000));
   sub.add_option("--forecast", d.forecast, "another device profile, e.g. sm_count=108: would the bits change there?");

@@ -6,6 +6,7 @@
 #include "cli/common.hpp"
 #include "cli/run_cases.hpp"
 #include "core/error.hpp"
+#include "core/registry.hpp"
 #include "kv_default_suite.hpp"
 #include "kv_standard_suite.hpp"
 #include "run/sanitize.hpp"
@@ -36,24 +37,40 @@ std::vector<Case> selection_cases(const RunArgs& a, const RunEnv& env, Extension
   e.ops = a.ops;
   e.impls = a.impls;
   e.dtypes = a.dtypes.empty() ? std::vector<std::string>{"fp32", "fp16", "bf16"} : a.dtypes;
-  e.shapes = a.shapes.empty() ? std::vector<std::string>{"4x1536"} : a.shapes;
+  e.shapes = a.shapes;
   if (!a.dists.empty()) e.dists = a.dists;
   if (!a.seeds.empty()) e.seeds = a.seeds;
   if (!a.attrs.empty())
     for (auto& [k, v] : parse_kv_list(a.attrs, "attrs")) e.attrs[k] = {v};
+  // No --shape: each op on its own default (4x1536 for row ops, the op's example shape else:
+  // rope's B x S x H x D, FLCE's BT x H x V).
+  std::vector<SuiteEntry> per_op;
+  if (a.shapes.empty())
+    for (const std::string& op : a.ops) {
+      SuiteEntry one = e;
+      one.ops = {op};
+      const auto ex = registry().op(op).example_shape();
+      std::string sh;
+      for (int64_t d : ex) sh += (sh.empty() ? "" : "x") + std::to_string(d);
+      one.shapes = {ex.size() == 2 ? std::string("4x1536") : sh};
+      per_op.push_back(one);
+    }
+  else
+    per_op.push_back(e);
   std::vector<Case> cases;
   // Each --config is one configuration; its knobs must all be valid for the impl.
   std::vector<std::string> cfgs = a.configs.empty() ? std::vector<std::string>{""} : a.configs;
   for (auto& cfg : cfgs) {
-    SuiteEntry one = e;
-    one.configs.clear();
     auto picked = cfg.empty() ? std::map<std::string, std::string>{} : parse_kv_list(cfg, "config");
-    for (auto& [k, v] : picked) one.configs[k] = {v};
-    auto part = expand_suite({one}, env.device.kind);
-    for (auto& c : part) {
-      for (auto& [k, v] : picked)
-        if (!c.config.count(k)) throw UsageError("invalid config: impl " + c.impl + " has no knob '" + k + "'");
-      cases.push_back(c);  // one the impl declines, or this device cannot run, is a listed skip
+    for (const SuiteEntry& base : per_op) {
+      SuiteEntry one = base;
+      one.configs.clear();
+      for (auto& [k, v] : picked) one.configs[k] = {v};
+      for (auto& c : expand_suite({one}, env.device.kind)) {
+        for (auto& [k, v] : picked)
+          if (!c.config.count(k)) throw UsageError("invalid config: impl " + c.impl + " has no knob '" + k + "'");
+        cases.push_back(c);  // one the impl declines, or this device cannot run, is a listed skip
+      }
     }
   }
   if (cases.empty()) throw UsageError("the selection gives no cases (no impl of the op on device " + env.device.kind + ")");
@@ -74,7 +91,7 @@ std::unique_ptr<CommandArgs> setup_run(CLI::App& sub) {
   sub.add_option("--shape", a.shapes, "e.g. 5x123x123 (repeatable)");
   sub.add_option("--config", a.configs, "knobs, e.g. num_warps=8,dw=fixed_partials (repeatable)");
   sub.add_option("--attrs", a.attrs, "op attributes, e.g. mode=gemma,eps=1e-5,offset=1");
-  sub.add_option("--dist", a.dists, "value distribution (normal, uniform, tiny, large, mean_shift, wide)");
+  sub.add_option("--dist", a.dists, "value distribution, one of " + dist_names() + " (default normal; repeatable)");
   sub.add_option("--seed", a.seeds, "seed (repeatable)")->check(seed_check());
   sub.add_option("--suite", a.suite, "a suite file (JSON) instead of the selection options");
   sub.add_flag("--quiet", a.quiet, "print only failures and the totals");

@@ -4,11 +4,18 @@
 // worker process.
 #include "cli/commands.hpp"
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
+#include <string_view>
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "core/child_io.hpp"
+#include "run/runner.hpp"
+#ifdef KV_HAVE_CUDA
+#include "device/cuda_device.hpp"
+#endif
 
 namespace kv {
 
@@ -53,9 +60,67 @@ const std::vector<Command>& command_table() {
   return table;
 }
 
+namespace {
+
+/// `kverify --version`: the commit this binary was built from, the build flags, CUDA.
+std::string version_text() {
+  const nlohmann::json b = build_info();
+  std::string s = "kverify " + b.value("commit", std::string("unknown")) + (b.value("dirty", false) ? " (dirty tree)" : "");
+  s += "\ncompiler " + b.value("compiler", std::string("?")) + ", flags:" + b.value("flags", std::string());
+#ifdef KV_HAVE_CUDA
+  s += "\n" + cuda_versions();
+#else
+  s += "\nno CUDA in this build: the host device only";
+#endif
+  return s;
+}
+
+/// The subcommands a user may type (the internal ones start with "__").
+std::string public_commands() {
+  std::string s;
+  for (const Command& c : command_table())
+    if (std::string_view(c.name).rfind("__", 0) != 0) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
+}
+
+/// The first argument when it is no option and no subcommand: named, with the closest name.
+std::optional<std::string> unknown_subcommand(int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return std::nullopt;
+  const std::string got = argv[1];
+  size_t best = std::string::npos;
+  std::string near;
+  for (const Command& cmd : command_table()) {
+    const std::string name = cmd.name;
+    if (name == got) return std::nullopt;
+    if (name.rfind("__", 0) == 0) continue;
+    // Levenshtein distance, for "did you mean".
+    std::vector<size_t> d(name.size() + 1);
+    for (size_t j = 0; j <= name.size(); ++j) d[j] = j;
+    for (size_t i = 1; i <= got.size(); ++i) {
+      size_t diag = d[0];
+      d[0] = i;
+      for (size_t j = 1; j <= name.size(); ++j) {
+        const size_t up = d[j];
+        d[j] = std::min({d[j] + 1, d[j - 1] + 1, diag + (got[i - 1] == name[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    if (d.back() < best) best = d.back(), near = name;
+  }
+  return "unknown subcommand '" + got + "'" + (best <= 2 ? " (did you mean '" + near + "'?)" : "") +
+         "; the subcommands are " + public_commands();
+}
+
+}  // namespace
+
 int kverify_main(int argc, char** argv) {
   CLI::App app{"kverify: verify GPU kernels against certified high-precision references"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", version_text());
+  if (const auto why = unknown_subcommand(argc, argv)) {
+    std::cerr << "kverify: " << *why << "\n";
+    return 2;
+  }
   app.set_help_all_flag("--help-all");
   const std::vector<Command>& table = command_table();
   std::vector<CLI::App*> subs;
@@ -69,7 +134,10 @@ int kverify_main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::cerr << "kverify: " << e.what() << "\n";
+    if (app.get_subcommands().empty())  // no subcommand (CLI11: "A subcommand is required")
+      std::cerr << "kverify: a subcommand is required, one of " << public_commands() << " (kverify --help)\n";
+    else
+      std::cerr << "kverify: " << e.what() << "\n";
     return 2;
   }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "core/inputs.hpp"
 #ifdef KV_HAVE_CUDA
 #include "device/cuda_device.hpp"
 #endif
@@ -39,6 +40,12 @@ CLI::Validator seconds_check() {
         }
       },
       "SECONDS");
+}
+
+std::string dist_names() {
+  std::string s;
+  for (const std::string& d : known_dists()) s += (s.empty() ? "" : ", ") + d;
+  return s;
 }
 
 void make_out_dir(const std::string& dir) {

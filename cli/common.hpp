@@ -30,6 +30,8 @@ CLI::Validator seed_check();
 CLI::Validator seconds_check();
 /// Creates the output directory and checks it is writable: UsageError (exit 2) naming it otherwise.
 void make_out_dir(const std::string& dir);
+/// Every value distribution, comma-separated (help texts of --dist).
+std::string dist_names();
 
 /// --plugin, --worker, --worker-timeout, --plugin-timeout (list has these alone).
 void add_extension_options(CLI::App* app, ExtensionOptions& o);

@@ -69,6 +69,13 @@ int cuda_device_count(std::string* why) {
   return n;
 }
 
+std::string cuda_versions() {
+  int rt = 0, drv = 0;
+  const std::string runtime = cudaRuntimeGetVersion(&rt) == cudaSuccess ? version_str(rt) : "unknown";
+  const std::string driver = cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0 ? version_str(drv) : "none";
+  return "CUDA runtime " + runtime + ", driver " + driver;
+}
+
 DeviceInfo cuda_device(int ordinal) {
   cudaDeviceProp p{};
   KV_CUDA(cudaSetDevice(ordinal));

@@ -45,6 +45,44 @@ TEST(Cli, BadInputExitsTwoWithAOneLineReason) {
 #endif
 }
 
+TEST(Cli, VersionUnknownSubcommandsAndHelpSayWhatAUserNeeds) {
+  // --version: the commit, the build flags, CUDA (or that the build has none); exit 0.
+  Out v = sh(KV_BIN, "--version");
+  EXPECT_EQ(v.code, 0) << v.text;
+  EXPECT_NE(v.text.find("kverify "), std::string::npos) << v.text;
+  EXPECT_NE(v.text.find("flags:"), std::string::npos) << v.text;
+#ifdef KV_HAVE_CUDA
+  EXPECT_NE(v.text.find("CUDA runtime "), std::string::npos) << v.text;
+#else
+  EXPECT_NE(v.text.find("no CUDA in this build"), std::string::npos) << v.text;
+#endif
+  // A typo is named, with the closest subcommand and the list; no subcommand lists them too.
+  expect_usage_error("rn --op rms_norm.fwd", "unknown subcommand 'rn' (did you mean 'run'?)");
+  expect_usage_error("frobnicate", "the subcommands are list, run,");
+  expect_usage_error("", "a subcommand is required, one of list, run,");
+  // run --help lists every value distribution and the watchdog's default.
+  Out h = sh(KV_BIN, "run --help");
+  EXPECT_EQ(h.code, 0);
+  for (const char* d : {"normal", "mean_shift", "big_mean", "const_rows", "subnormal", "near_overflow", "nan_inject",
+                        "inf_inject"})
+    EXPECT_NE(h.text.find(d), std::string::npos) << d;
+  EXPECT_NE(h.text.find("default 600"), std::string::npos);
+}
+
+TEST(Cli, EveryOpRunsWithItsOpAlone) {
+  // No --shape: row ops on 4x1536, rope on its B x S x H x D example, FLCE on BT x H x V.
+  for (const char* op : {"rope.fwd", "fused_linear_cross_entropy.fwd", "rope_table.fwd", "softmax.bwd"}) {
+    const std::string dir = tmpdir(std::string("op_alone_") + op);
+    Out o = sh(KV_BIN, std::string("run --device host --dtype fp32 --op ") + op + " --out " + dir);
+    EXPECT_EQ(o.code, 0) << op << "\n" << o.text;
+    std::ifstream f(dir + "/results.jsonl");
+    std::string line;
+    int pass = 0;
+    while (std::getline(f, line)) pass += nlohmann::json::parse(line).value("verdict", "") == "pass";
+    EXPECT_GE(pass, 1) << op;
+  }
+}
+
 TEST(Cli, EmptyTensorRunsAndIsSkippedNeverPassed) {
   std::string d = tmpdir("empty");
   Out o = sh(KV_BIN, "run --op rms_norm.fwd --op rms_norm.bwd --shape 0x64 --dtype bf16 --out " + d);
