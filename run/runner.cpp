@@ -17,6 +17,7 @@
 #include "core/safetensors.hpp"
 #include "core/sites.hpp"
 #include "run/audit.hpp"
+#include "run/progress.hpp"
 #include "run/repro.hpp"
 
 namespace kv {
@@ -332,12 +333,20 @@ void decide_verdict(CaseRun& r, const OutputsSummary& s) {
 }
 
 nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache) {
+  std::string shape;
+  for (int64_t d : c.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  CaseProgress progress(c.op + " " + c.impl + " " + shape);
   CaseRun r(c, env, cache);
   if (!validate(r)) return r.j;
+  progress.phase("inputs");
   prepare_inputs(r);
+  progress.phase("reference and enclosure");
   reference_and_enclosure(r);
+  progress.phase("kernel");
   run_impl(r);
+  progress.phase("integrity checks");
   integrity_checks(r);
+  progress.phase("judge");
   judge_outputs(r);
   const OutputsSummary s = record_outputs(r);
   record_timings(r);

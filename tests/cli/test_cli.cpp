@@ -83,6 +83,21 @@ TEST(Cli, EveryOpRunsWithItsOpAlone) {
   }
 }
 
+TEST(Cli, ALongCaseSaysItsPhaseOnATerminalAndNothingInALog) {
+  // test.hang sits in its kernel until the 4 s watchdog: on a terminal (script's pty) the
+  // worker's stderr shows "kernel, 2 s" and erases it; in a log there is no such line.
+  const std::string d = tmpdir("progress");
+  const std::string run = std::string(KV_TESTBIN) + " run --op rms_norm.fwd --impl test.hang --shape 2x32 --dtype fp32 "
+                          "--timeout 4 --out " + d;
+  Out tty = sh("script", "-qec '" + run + "' /dev/null");
+  EXPECT_NE(tty.text.find("rms_norm.fwd test.hang 2x32: kernel, 2 s"), std::string::npos) << tty.text;
+  EXPECT_NE(tty.text.find("\033[K"), std::string::npos);
+  Out log = sh(run, "");
+  EXPECT_EQ(log.text.find(": kernel, "), std::string::npos) << log.text;
+  Out off = sh("KV_PROGRESS=0 script", "-qec '" + run + "' /dev/null");
+  EXPECT_EQ(off.text.find(": kernel, "), std::string::npos) << off.text;
+}
+
 TEST(Cli, EmptyTensorRunsAndIsSkippedNeverPassed) {
   std::string d = tmpdir("empty");
   Out o = sh(KV_BIN, "run --op rms_norm.fwd --op rms_norm.bwd --shape 0x64 --dtype bf16 --out " + d);
