@@ -30,13 +30,29 @@ const char* verdict_color(const std::string& v) {
 
 void identity_section(std::ostringstream& o, const json& r) {
   const json& id = r["identity"];
-  o << "<h2>GPU and build</h2><table><tr><th>device</th><th>kind</th><th>UUID</th><th>compute capability</th>"
-       "<th>SMs</th><th>driver</th><th>CUDA runtime</th><th>MIG</th><th>profile overrides</th></tr>";
-  for (auto& d : id["devices"])
-    o << "<tr>" << td(esc(d.value("name", ""))) << td(esc(d.value("kind", ""))) << td(esc(d.value("uuid", "")))
-      << td(esc(d.value("compute_capability", ""))) << tdn(d["profile"].value("sm_count", 0))
-      << td(esc(d.value("driver_version", ""))) << td(esc(d.value("runtime_version", ""))) << td(esc(d.value("mig_mode", "")))
-      << td(esc(d["profile"].value("overrides", ""))) << "</tr>";
+  bool gpu = false;
+  for (auto& d : id["devices"]) gpu = gpu || d.value("kind", "") != "host";
+  if (!gpu) {  // a host run: the GPU's columns would only be empty cells
+    o << "<h2>Device and build</h2><p class='note'>A host run: the impls ran on this machine's CPU, no GPU "
+         "(no compute capability, driver or CUDA runtime applies).</p><table><tr><th>device</th><th>kind</th>"
+         "<th>profile SMs (notional: the host impls' per-SM partials)</th><th>lanes per warp</th><th>profile overrides</th></tr>";
+    for (auto& d : id["devices"])
+      o << "<tr>" << td(esc(d.value("name", ""))) << td(esc(d.value("kind", ""))) << tdn(d["profile"].value("sm_count", 0))
+        << tdn(d["profile"].value("warp_size", 0)) << td(esc(d["profile"].value("overrides", ""))) << "</tr>";
+  } else {
+    o << "<h2>GPU and build</h2><table><tr><th>device</th><th>kind</th><th>UUID</th><th>compute capability</th>"
+         "<th>SMs</th><th>driver</th><th>CUDA runtime</th><th>MIG</th><th>profile overrides</th></tr>";
+    const std::string na = td("<span class='note'>n/a (host)</span>");
+    for (auto& d : id["devices"]) {
+      const bool host = d.value("kind", "") == "host";
+      o << "<tr>" << td(esc(d.value("name", ""))) << td(esc(d.value("kind", "")));
+      if (host) o << na << na << na << na << na << na;
+      else
+        o << td(esc(d.value("uuid", ""))) << td(esc(d.value("compute_capability", ""))) << tdn(d["profile"].value("sm_count", 0))
+          << td(esc(d.value("driver_version", ""))) << td(esc(d.value("runtime_version", ""))) << td(esc(d.value("mig_mode", "")));
+      o << td(esc(d["profile"].value("overrides", ""))) << "</tr>";
+    }
+  }
   o << "</table><table><tr><th>build commit</th><th>dirty</th><th>compiler</th><th>flags</th></tr>";
   for (auto& b : id["builds"])
     o << "<tr>" << td("<code>" + esc(b.value("commit", "")) + "</code>") << td(b.value("dirty", false) ? "yes" : "no")

@@ -36,11 +36,15 @@ void write_summary_html(const std::string& path, const std::vector<nlohmann::jso
   if (!lines.empty()) {
     auto& j = lines.front();
     const auto& d = j["device"];
-    f << "<p>Device: <b>" << esc(j.value("device_name", "")) << "</b> (" << esc(str(d["kind"])) << ", UUID "
-      << esc(str(d["uuid"])) << ", compute capability " << esc(str(d["compute_capability"])) << ", driver "
-      << esc(str(d["driver_version"])) << ", CUDA runtime " << esc(str(d["runtime_version"])) << ", MIG "
-      << esc(str(d["mig_mode"])) << ", profile " << esc(str(d["profile"])) << ")<br>Build: commit "
-      << esc(str(j["build"]["commit"]))
+    if (str(d["kind"]) == "host")
+      f << "<p>Device: <b>" << esc(j.value("device_name", "")) << "</b> (a host run on this machine's CPU, no GPU; profile "
+        << esc(str(d["profile"])) << ")<br>Build: commit ";
+    else
+      f << "<p>Device: <b>" << esc(j.value("device_name", "")) << "</b> (" << esc(str(d["kind"])) << ", UUID "
+        << esc(str(d["uuid"])) << ", compute capability " << esc(str(d["compute_capability"])) << ", driver "
+        << esc(str(d["driver_version"])) << ", CUDA runtime " << esc(str(d["runtime_version"])) << ", MIG "
+        << esc(str(d["mig_mode"])) << ", profile " << esc(str(d["profile"])) << ")<br>Build: commit ";
+    f << esc(str(j["build"]["commit"]))
       << (j["build"].value("dirty", false) ? " (dirty)" : "") << ", " << esc(str(j["build"]["compiler"])) << "</p>\n";
   }
   f << "<p>" << lines.size() << " cases:";

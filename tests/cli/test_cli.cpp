@@ -98,6 +98,22 @@ TEST(Cli, ALongCaseSaysItsPhaseOnATerminalAndNothingInALog) {
   EXPECT_EQ(off.text.find(": kernel, "), std::string::npos) << off.text;
 }
 
+TEST(Cli, AHostRunsReportSaysHostNotAnEmptyGpuHeader) {
+  const std::string d = tmpdir("host_header");
+  ASSERT_EQ(sh(KV_BIN, "run --device host --op softmax.fwd --shape 2x33 --dtype fp32 --out " + d).code, 0);
+  auto read = [](const std::string& f) {
+    std::ifstream in(f);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string report = read(d + "/report.html"), summary = read(d + "/summary.html");
+  EXPECT_NE(report.find("<h2>Device and build</h2>"), std::string::npos);
+  EXPECT_NE(report.find("A host run"), std::string::npos);
+  EXPECT_EQ(report.find("GPU and build"), std::string::npos);
+  EXPECT_EQ(report.find("compute capability</th>"), std::string::npos);
+  EXPECT_NE(summary.find("a host run on this machine's CPU, no GPU"), std::string::npos);
+  EXPECT_EQ(summary.find("CUDA runtime"), std::string::npos);
+}
+
 TEST(Cli, EmptyTensorRunsAndIsSkippedNeverPassed) {
   std::string d = tmpdir("empty");
   Out o = sh(KV_BIN, "run --op rms_norm.fwd --op rms_norm.bwd --shape 0x64 --dtype bf16 --out " + d);
