@@ -7,6 +7,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "check/results.hpp"
@@ -171,12 +172,24 @@ json tolerances_of(const std::vector<json>& lines, double safety) {
       r["observed"] = {{"atol", p.atol}, {"rtol", p.rtol}};
       // The two single-term pairs, for tests that take one knob only.
       double atol_only = 0, rtol_only = 0;
+      const TolPoint* worst = nullptr;  // the element that sets rtol alone
       for (const TolPoint& q : front) {
         atol_only = std::max(atol_only, q.err);
-        rtol_only = std::max(rtol_only, q.v > 0 ? q.err / q.v : INFINITY);
+        const double rel = q.v > 0 ? q.err / q.v : INFINITY;
+        if (rel > rtol_only || !worst) rtol_only = rel, worst = &q;
       }
       r["atol_only"] = result_number(atol_only * safety);
-      r["rtol_only"] = result_number(rtol_only * safety);
+      // A relative tolerance of 1 or more admits any value of the right sign: no rtol alone
+      // means anything there (elements at or near 0 need atol); said so rather than 2.6e+275.
+      if (rtol_only * safety < 1) {
+        r["rtol_only"] = result_number(rtol_only * safety);
+      } else {
+        r["rtol_only"] = nullptr;
+        std::ostringstream why;
+        why << "n/a: an element with |expected| " << worst->v << " errs by " << worst->err << " (relative "
+            << (worst->v > 0 ? worst->err / worst->v : INFINITY) << "); near 0 only atol covers it";
+        r["rtol_only_note"] = why.str();
+      }
       // A tolerance fitted to a kernel that fails its contract would bless the bug.
       if (a.failing > 0) r["note"] = std::to_string(a.failing) + " of " + std::to_string(a.cases) + " cases fail: none recommended";
       else r["recommended"] = {{"atol", p.atol * safety}, {"rtol", p.rtol * safety}};

@@ -111,7 +111,9 @@ void tolerance_section(std::ostringstream& o, const json& r) {
       << td(esc(t["output"].get<std::string>() + " (" + t["output_dtype"].get<std::string>() + ")")) << tdn(t["cases"], 15)
       << tdn(t["elements"], 15) << (t.contains("recommended") ? td("<b>" + pair_text(t["recommended"]) + "</b>") : td(esc(t.value("note", "")), "fail"))
       << td(t.contains("observed") ? pair_text(t["observed"]) : esc(t.value("note", "")))
-      << tdn(t.value("atol_only", json()), 2) << tdn(t.value("rtol_only", json()), 2)
+      << tdn(t.value("atol_only", json()), 2)
+      << (t.contains("rtol_only_note") ? td("n/a<br><small>" + esc(t["rtol_only_note"].get<std::string>()) + "</small>")
+                                       : tdn(t.value("rtol_only", json()), 2))
       << td(pair_text(d) + (d["covers"].get<bool>() ? " (covers)" : " (<b>too tight</b>)"), d["covers"].get<bool>() ? "" : "fail")
       << td(t["upstream"].is_null() ? "—" : pair_text(t["upstream"]) + "<br><small>" + esc(t["upstream"]["source"]) + "</small>")
       << "</tr>";

@@ -114,6 +114,31 @@ TEST(Cli, AHostRunsReportSaysHostNotAnEmptyGpuHeader) {
   EXPECT_EQ(summary.find("CUDA runtime"), std::string::npos);
 }
 
+TEST(Cli, RtolAloneIsNaWithItsReasonWhereNoRelativeToleranceMeansAnything) {
+  // softmax of large values: outputs down to subnormals whose error is tiny in absolute terms
+  // but ~1e274 relative. "rtol alone" is n/a, with the element that makes it so.
+  const std::string d = tmpdir("rtol_na");
+  ASSERT_EQ(sh(KV_BIN, "run --device host --op softmax.fwd --dtype fp32 --dist large --dist normal --out " + d).code, 0);
+  std::ifstream in(d + "/report.json");
+  const nlohmann::json r = nlohmann::json::parse(in);
+  int na = 0, number = 0;
+  for (auto& t : r["tolerances"]) {
+    if (t["dist"] == "large") {
+      EXPECT_TRUE(t["rtol_only"].is_null()) << t.dump();
+      EXPECT_EQ(t.value("rtol_only_note", "").rfind("n/a: an element with |expected| ", 0), 0u) << t.dump();
+      ++na;
+    } else {
+      EXPECT_LT(t["rtol_only"].get<double>(), 1.0) << t.dump();  // a number where it means something
+      ++number;
+    }
+  }
+  EXPECT_EQ(na, 1);
+  EXPECT_EQ(number, 1);
+  std::ifstream h(d + "/report.html");
+  const std::string html((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("n/a<br><small>n/a: an element"), std::string::npos);
+}
+
 TEST(Cli, EmptyTensorRunsAndIsSkippedNeverPassed) {
   std::string d = tmpdir("empty");
   Out o = sh(KV_BIN, "run --op rms_norm.fwd --op rms_norm.bwd --shape 0x64 --dtype bf16 --out " + d);
