@@ -48,6 +48,10 @@ def check_page(browser, page, shot):
         problems.append(f"canvases holding pixels {attrs.get('painted')} != {canvases}")
     if attrs.get("errors") != "0":
         problems.append(f"script errors: {attrs.get('errors')}")
+    if int(attrs.get("ticks", "0")) < canvases:
+        problems.append(f"only {attrs.get('ticks')} tick labels on {canvases} charts")
+    if attrs.get("tickdupes") != "0":
+        problems.append(f"{attrs.get('tickdupes')} repeated tick labels on one axis (unreadable scale)")
     if console:
         problems.append("console output: " + " | ".join(console[:5]))
     if problems:
