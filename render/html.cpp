@@ -103,7 +103,8 @@ std::string chart_script() {
       type: c.type,
       data: { labels: c.labels, datasets: c.datasets.map(function (d, i) {
         var col = d.color || palette[i % palette.length];
-        return { label: d.label, data: d.data, backgroundColor: col, borderColor: col,
+        return { label: d.label, data: d.data, backgroundColor: d.hollow ? 'rgba(0,0,0,0)' : col, borderColor: col,
+                 borderWidth: d.hollow ? 2 : 1,
                  pointStyle: d.point || 'circle', pointRadius: d.radius || 3, showLine: !!d.line };
       }) },
       options: { animation: false, responsive: true, maintainAspectRatio: false,

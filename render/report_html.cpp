@@ -124,9 +124,9 @@ void tolerance_section(std::ostringstream& o, const json& r) {
 void reduction_section(std::ostringstream& o, const json& r, json& charts) {
   if (r["reduction"].empty()) return;
   o << "<h2>Error against reduction length</h2><p class='note'>Per case and output, at its worst element (the largest "
-       "error over the enclosure's half-width): the error (circles) and the enclosure's half-width (triangles) in output "
-       "ulps, against the reduction length (the row length; the number of rows for dw and db). A circle above its "
-       "triangle is a failure. Zeros are not drawn on the log scale.</p>";
+       "error over the enclosure's half-width): the error (filled circles) and the enclosure's half-width (hollow "
+       "triangles of the same colour) in output ulps, against the reduction length (the row length; the number of rows "
+       "for dw and db). A circle above its triangle is a failure. Zeros are not drawn on the log scale.</p>";
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#bcbd22"};
   int k = 0;
   for (auto& [op, pts] : r["reduction"].items()) {
@@ -142,7 +142,7 @@ void reduction_section(std::ostringstream& o, const json& r, json& charts) {
       const char* col = colors[c++ % 8];
       ds.push_back({{"label", "error " + label}, {"data", e.first.is_null() ? json::array() : e.first}, {"color", col}});
       ds.push_back({{"label", "half-width " + label}, {"data", e.second.is_null() ? json::array() : e.second},
-                    {"point", "triangle"}, {"radius", 5}, {"color", col}});
+                    {"point", "triangle"}, {"radius", 5}, {"color", col}, {"hollow", true}});
     }
     const std::string id = "chart-reduction-" + std::to_string(k++);
     o << "<div class='chart'><canvas id='" << id << "'></canvas></div>";
