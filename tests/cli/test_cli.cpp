@@ -139,6 +139,24 @@ TEST(Cli, RtolAloneIsNaWithItsReasonWhereNoRelativeToleranceMeansAnything) {
   EXPECT_NE(html.find("n/a<br><small>n/a: an element"), std::string::npos);
 }
 
+TEST(Cli, SummaryIsATriageViewFailuresFirstReadableCellsSortAndFilter) {
+  const std::string d = tmpdir("triage");
+  Out o = sh(KV_TESTBIN, "run --device host --op rms_norm.fwd --impl host --impl host.bug.drop_tail --dtype bf16 "
+                         "--shape 3x300 --out " + d);
+  EXPECT_EQ(o.code, 1) << o.text;  // the planted bug fails
+  std::ifstream in(d + "/summary.html");
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t first = html.find("<tr class='");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_EQ(html.compare(first, 20, "<tr class='fail'><td"), 0) << html.substr(first, 60);  // the host pass ran first
+  EXPECT_NE(html.find("eps=<span title='0x1.0c6f7a0b5ed8dp-20'>1e-06</span>"), std::string::npos);
+  EXPECT_NE(html.find("rstd=fp32, w=bf16, x=bf16, y=bf16"), std::string::npos);
+  EXPECT_EQ(html.find("{&quot;"), std::string::npos);  // no raw JSON cell
+  EXPECT_EQ(html.find("{\""), std::string::npos);
+  EXPECT_NE(html.find("id='filter'"), std::string::npos);
+  EXPECT_NE(html.find("rows.sort("), std::string::npos);
+}
+
 TEST(Cli, EmptyTensorRunsAndIsSkippedNeverPassed) {
   std::string d = tmpdir("empty");
   Out o = sh(KV_BIN, "run --op rms_norm.fwd --op rms_norm.bwd --shape 0x64 --dtype bf16 --out " + d);
