@@ -48,7 +48,7 @@ std::string page_head(const std::string& title, bool charts) {
                   ".unverifiable,.skip,.inside,.changes{background:#fff3cd}"
                   "code{font-size:12px}details{margin:.4em 0}summary{cursor:pointer;font-weight:600}"
                   ".chart{position:relative;width:min(100%,760px);height:340px;display:inline-block;margin:.5em}"
-                  ".note{color:#555;font-size:13px;max-width:1100px}</style>";
+                  ".note{color:#555;font-size:13px;max-width:1100px}.bar{height:10px;border-radius:2px}</style>";
   if (charts) {
     // Chart.js 3.9.1 (MIT License, (c) Chart.js Contributors), from Debian's libjs-chart.js.
     h += "<script>";

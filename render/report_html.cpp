@@ -152,6 +152,44 @@ void reduction_section(std::ostringstream& o, const json& r, json& charts) {
   o << "\n";
 }
 
+/// Headroom: per op, impl, dtypes and config, the worst element's error as a fraction of its
+/// admissible half-width, closest to failing first (the early warning a hand-set tolerance
+/// lacks: a kernel at 0.9 passes today and fails on the next input that pushes it).
+void headroom_section(std::ostringstream& o, const json& r) {
+  struct Row {
+    double ratio;
+    const json* g;
+    std::string out;
+  };
+  std::vector<Row> rows;
+  for (auto& g : r["groups"]) {
+    double worst = -1;
+    std::string out;
+    for (auto& [name, a] : g["outputs"].items()) {
+      const json& m = a["ratio"]["max"];
+      const double v = m.is_number() ? m.get<double>() : (m.is_null() ? -1 : INFINITY);
+      if (v > worst) worst = v, out = name;
+    }
+    if (worst >= 0) rows.push_back({worst, &g, out});
+  }
+  if (rows.empty()) return;
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ratio > b.ratio; });
+  o << "<h2>Headroom</h2><p class='note'>Per op, impl, dtypes and config: the largest error over its case's admissible "
+       "half-width (1 fails), at the output where it is largest, closest to failing first. Red from 0.9, amber from "
+       "0.5: such a kernel passes today but has little room left (1 is also where an output is one rounding of an "
+       "exact value: its half-width is then that rounding).</p><table><tr><th>op</th><th>impl</th><th>dtypes</th>"
+       "<th>config</th><th>output</th><th>cases</th><th>error / half-width</th><th style='width:22em'></th></tr>";
+  for (const Row& x : rows) {
+    const json& g = *x.g;
+    const char* col = x.ratio > 1 ? "#d62728" : x.ratio >= 0.9 ? "#e4572e" : x.ratio >= 0.5 ? "#ffb300" : "#2ca02c";
+    const double w = std::isfinite(x.ratio) ? std::min(1.0, x.ratio) * 100 : 100;
+    o << "<tr>" << td(esc(g["op"])) << td(esc(g["impl"])) << td(esc(g["dtypes"])) << td(esc(g["config"])) << td(esc(x.out))
+      << tdn(g["cases"], 15) << td(esc(num(x.ratio, 3)), x.ratio > 1 ? "fail" : "")
+      << "<td><div class='bar' style='width:" << num(w, 4) << "%;background:" << col << "'></div></td></tr>";
+  }
+  o << "</table>\n";
+}
+
 void groups_section(std::ostringstream& o, const json& r, json& charts) {
   o << "<h2>Error and speed per op, dtype and config</h2><p class='note'>Error in output ulps and as a fraction of the "
        "enclosure's half-width (ratio; a pass needs every element ≤ 1 after widening by the reference's error). Per group "
@@ -311,6 +349,7 @@ std::string render_report_html(const json& r) {
   summary_section(o, r, charts);
   failures_section(o, r);
   tolerance_section(o, r);
+  headroom_section(o, r);
   reduction_section(o, r, charts);
   groups_section(o, r, charts);
   drift_section(o, r);

@@ -155,6 +155,16 @@ TEST(Cli, SummaryIsATriageViewFailuresFirstReadableCellsSortAndFilter) {
   EXPECT_EQ(html.find("{\""), std::string::npos);
   EXPECT_NE(html.find("id='filter'"), std::string::npos);
   EXPECT_NE(html.find("rows.sort("), std::string::npos);
+  // The report's headroom view: the failing group (inf) above the passing one.
+  std::ifstream rin(d + "/report.html");
+  const std::string rep((std::istreambuf_iterator<char>(rin)), std::istreambuf_iterator<char>());
+  const size_t h = rep.find("<h2>Headroom</h2>");
+  ASSERT_NE(h, std::string::npos);
+  const size_t bad = rep.find("host.bug.drop_tail", h), good = rep.find("<td>host</td>", h);
+  ASSERT_NE(bad, std::string::npos);
+  ASSERT_NE(good, std::string::npos);
+  EXPECT_LT(bad, good);
+  EXPECT_NE(rep.find("<td class='fail'>inf</td><td><div class='bar'", h), std::string::npos);
 }
 
 TEST(Cli, EmptyTensorRunsAndIsSkippedNeverPassed) {
