@@ -2,7 +2,6 @@
 #include "check/audit_triplets.hpp"
 
 #include <algorithm>
-#include <memory>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -11,32 +10,6 @@
 namespace kv {
 
 namespace {
-
-/// Leaves' parents and depths of a tree, for L(i, j) by walking up.
-struct Walk {
-  std::vector<int> parent, depth, leaf_node;
-  explicit Walk(const SumTree& t) : parent(t.nodes.size(), -1), depth(t.nodes.size(), 0) {
-    leaf_node.assign(static_cast<size_t>(t.leaves()), -1);
-    std::vector<int> order{t.root};
-    for (size_t q = 0; q < order.size(); ++q) {
-      const int v = order[q];
-      const SumTree::Node& x = t.nodes[static_cast<size_t>(v)];
-      if (x.leaf >= 0) leaf_node[static_cast<size_t>(x.leaf)] = v;
-      for (int k : x.kids) parent[static_cast<size_t>(k)] = v, depth[static_cast<size_t>(k)] = depth[static_cast<size_t>(v)] + 1, order.push_back(k);
-    }
-  }
-  int64_t lca(const SumTree& t, int64_t i, int64_t j) const {
-    int a = leaf_node[static_cast<size_t>(i)], b = leaf_node[static_cast<size_t>(j)];
-    while (depth[static_cast<size_t>(a)] > depth[static_cast<size_t>(b)]) a = parent[static_cast<size_t>(a)];
-    while (depth[static_cast<size_t>(b)] > depth[static_cast<size_t>(a)]) b = parent[static_cast<size_t>(b)];
-    while (a != b) a = parent[static_cast<size_t>(a)], b = parent[static_cast<size_t>(b)];
-    return t.nodes[static_cast<size_t>(a)].size;
-  }
-  int answer(const SumTree& t, const Triple& q) const {
-    const int64_t bc = lca(t, q[1], q[2]);
-    return bc <= std::min(lca(t, q[0], q[1]), lca(t, q[0], q[2])) ? 1 : 0;
-  }
-};
 
 /// One task's sort: buckets in order of L(pivot, .), each a class once sorted.
 struct Bucket {
@@ -141,17 +114,21 @@ struct Sorter {
 
 }  // namespace
 
-int triplet_of(const SumTree& tree, const Triple& t) { return Walk(tree).answer(tree, t); }
-
 TripletOracle tree_triplet_oracle(const SumTree& tree) {
-  auto w = std::make_shared<Walk>(tree);
-  return [w, tree](const std::vector<Triple>& q) {
-    std::vector<int> a;
-    a.reserve(q.size());
-    for (const Triple& t : q) a.push_back(w->answer(tree, t));
+  // P(a; b, c) = [L(b, c) <= min(L(a, b), L(a, c))], the L's from the tree's LCA oracle.
+  const LcaOracle lca = tree_oracle(tree);
+  return [lca](const std::vector<Triple>& q) {
+    std::vector<LeafPair> pairs;
+    pairs.reserve(3 * q.size());
+    for (const Triple& t : q) pairs.push_back({t[1], t[2]}), pairs.push_back({t[0], t[1]}), pairs.push_back({t[0], t[2]});
+    const std::vector<int64_t> L = lca(pairs);
+    std::vector<int> a(q.size());
+    for (size_t i = 0; i < q.size(); ++i) a[i] = L[3 * i] <= std::min(L[3 * i + 1], L[3 * i + 2]) ? 1 : 0;
     return a;
   };
 }
+
+int triplet_of(const SumTree& tree, const Triple& t) { return tree_triplet_oracle(tree)({t})[0]; }
 
 TreeBuild reconstruct_from_triplets(int64_t n, const TripletOracle& oracle, uint64_t seed, int64_t max_probes) {
   std::mt19937_64 rng(seed ^ 0x7269706c6574ULL);

@@ -50,9 +50,7 @@ std::vector<Case> selection_cases(const RunArgs& a, const RunEnv& env, Extension
       SuiteEntry one = e;
       one.ops = {op};
       const auto ex = registry().op(op).example_shape();
-      std::string sh;
-      for (int64_t d : ex) sh += (sh.empty() ? "" : "x") + std::to_string(d);
-      one.shapes = {ex.size() == 2 ? std::string("4x1536") : sh};
+      one.shapes = {ex.size() == 2 ? std::string("4x1536") : shape_str(ex)};
       per_op.push_back(one);
     }
   else

@@ -4,12 +4,12 @@
 // worker process.
 #include "cli/commands.hpp"
 
-#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string_view>
 
 #include "cli/command.hpp"
+#include "core/case.hpp"
 #include "core/error.hpp"
 #include "core/child_io.hpp"
 #include "run/runner.hpp"
@@ -87,28 +87,12 @@ std::string public_commands() {
 std::optional<std::string> unknown_subcommand(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') return std::nullopt;
   const std::string got = argv[1];
-  size_t best = std::string::npos;
-  std::string near;
-  for (const Command& cmd : command_table()) {
-    const std::string name = cmd.name;
-    if (name == got) return std::nullopt;
-    if (name.rfind("__", 0) == 0) continue;
-    // Levenshtein distance, for "did you mean".
-    std::vector<size_t> d(name.size() + 1);
-    for (size_t j = 0; j <= name.size(); ++j) d[j] = j;
-    for (size_t i = 1; i <= got.size(); ++i) {
-      size_t diag = d[0];
-      d[0] = i;
-      for (size_t j = 1; j <= name.size(); ++j) {
-        const size_t up = d[j];
-        d[j] = std::min({d[j] + 1, d[j - 1] + 1, diag + (got[i - 1] == name[j - 1] ? 0 : 1)});
-        diag = up;
-      }
-    }
-    if (d.back() < best) best = d.back(), near = name;
+  std::vector<std::string> names;
+  for (const Command& c : command_table()) {
+    if (c.name == got) return std::nullopt;
+    if (std::string_view(c.name).rfind("__", 0) != 0) names.push_back(c.name);
   }
-  return "unknown subcommand '" + got + "'" + (best <= 2 ? " (did you mean '" + near + "'?)" : "") +
-         "; the subcommands are " + public_commands();
+  return "unknown subcommand '" + got + "'" + did_you_mean(got, names) + "; the subcommands are " + public_commands();
 }
 
 }  // namespace

@@ -2,12 +2,12 @@
 #include "render/summary.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <vector>
 
+#include "core/case.hpp"
 #include "core/error.hpp"
 #include "render/html.hpp"
 #include "render/report.hpp"
@@ -24,13 +24,6 @@ std::string str(const nlohmann::json& j) {
   return j.dump();
 }
 
-/// A number for a person: 3 significant digits.
-std::string num3(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3g", v);
-  return b;
-}
-
 /// {"x": "bf16", "w": "fp32"} or {"eps": "0x1.0c6f7a0b5ed8dp-20"} as "k=v, k=v", hex floats in
 /// decimal with the exact hex on hover.
 std::string kv_cells(const nlohmann::json& j) {
@@ -42,7 +35,7 @@ std::string kv_cells(const nlohmann::json& j) {
     if (t.rfind("0x", 0) == 0 || t.rfind("-0x", 0) == 0) {
       char* end = nullptr;
       const double d = std::strtod(t.c_str(), &end);
-      if (end && *end == 0) cell = "<span title='" + esc(t) + "'>" + esc(num3(d)) + "</span>";
+      if (end && *end == 0) cell = "<span title='" + esc(t) + "'>" + esc(html::num(d)) + "</span>";
     }
     out += (out.empty() ? "" : ", ") + esc(k) + "=" + cell;
   }
@@ -50,10 +43,11 @@ std::string kv_cells(const nlohmann::json& j) {
 }
 
 std::string shape_text(const nlohmann::json& j) {
-  if (!j.is_array()) return esc(str(j));
-  std::string s;
-  for (auto& d : j) s += (s.empty() ? "" : "x") + str(d.is_number() ? nlohmann::json(std::to_string(d.get<int64_t>())) : d);
-  return s;
+  try {
+    return shape_str(j.get<std::vector<int64_t>>());
+  } catch (const nlohmann::json::exception&) {
+    return esc(str(j));  // not a list of integers: shown as it is
+  }
 }
 
 /// Triage order: what needs a look first.
@@ -147,11 +141,11 @@ void write_summary_html(const std::string& path, const std::vector<nlohmann::jso
       << esc(j.value("op", "")) << "</td><td>" << esc(j.value("impl", "")) << "</td><td>" << kv_cells(j["dtypes"])
       << "</td><td>" << shape_text(j["shape"]) << "</td><td>" << kv_cells(j["attrs"]) << "</td><td>"
       << kv_cells(j["config"]) << "</td><td>" << esc(j.value("dist", "")) << "</td><td data-v='"
-      << (inf ? std::string("1e308") : std::to_string(worst)) << "'>" << (inf ? std::string("inf") : num3(worst))
-      << "</td><td data-v='" << ulps << "'>" << num3(ulps) << "</td><td>"
+      << (inf ? std::string("1e308") : std::to_string(worst)) << "'>" << (inf ? std::string("inf") : html::num(worst))
+      << "</td><td data-v='" << ulps << "'>" << html::num(ulps) << "</td><td>"
       << esc(j.contains("reference") ? str(j["reference"]["method"]) : "") << "</td><td>"
-      << (has_t && j["timings"].contains("kernel_ms") ? num3(j["timings"]["kernel_ms"].get<double>()) : std::string())
-      << "</td><td>" << (has_t ? num3(j["timings"].value("total_s", 0.0)) : std::string()) << "</td><td>";
+      << (has_t && j["timings"].contains("kernel_ms") ? html::num(j["timings"]["kernel_ms"].get<double>()) : std::string())
+      << "</td><td>" << (has_t ? html::num(j["timings"].value("total_s", 0.0)) : std::string()) << "</td><td>";
     if (j.contains("reason")) f << esc(str(j["reason"]));
     if (v == "fail" || v == "error") f << "<br><code>" << esc(replay_command(j)) << "</code>";
     f << "</td></tr>\n";

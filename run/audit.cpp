@@ -228,10 +228,8 @@ void pivot_paths(AxisAudit& a, Ctx& ctx, const LcaOracle& oracle, const std::str
 /// The tree of one axis through one probe, judged.
 void measure_axis(AxisAudit& a, const Case& c, const Impl& impl, const DeviceProfile& p, const AxisProbe& probe,
                   DType acc, const AuditOptions& o) {
-  const TensorSet shapes = allocate_tensors(c, registry().op(c.op));
   const int64_t n = probe.length(c);
-  const ProbeScale s = probe_scale(shapes.at(probe.pattern).desc.dtype, acc, shapes.at(probe.out).desc.dtype,
-                                   probe.indirect, n);
+  const ProbeScale s = probe_scale(dtype_of(c, probe.pattern), acc, dtype_of(c, probe.out), probe.indirect, n);
   const std::string unfit = probe_unfit(probe, c);
   if (s.B == 0 || n < (probe.zero_slot ? 4 : 2) || probe.lanes(c) < 1 || !unfit.empty()) {
     a.status = "unmeasurable";

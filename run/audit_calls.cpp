@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "core/error.hpp"
 #include "run/runner.hpp"
 
 namespace kv::audit_detail {
@@ -51,6 +52,12 @@ std::vector<int64_t> ProbeRunner::call(const std::vector<LaneProbe>& lanes) {
       got[l] = static_cast<int64_t>(k);
   }
   return got;
+}
+
+DType dtype_of(const Case& c, const std::string& tensor) {
+  for (const TensorSpec& t : registry().op(c.op).tensors(c))
+    if (t.name == tensor) return t.dtype;
+  throw HarnessError("audit: " + c.op + " has no tensor '" + tensor + "'");
 }
 
 /// A zero slot for p: the first position outside its units and pair (units sorted).

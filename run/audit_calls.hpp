@@ -69,6 +69,9 @@ std::vector<int64_t> run_packed(Ctx& ctx, const std::vector<LaneProbe>& probes);
 /// The oracle: L(g, j) = 2 + sum over blocks of (|K_b| - S_b); -1 where a readout is rejected.
 std::vector<int64_t> lca_sizes(Ctx& ctx, const std::vector<LeafPair>& pairs);
 
+/// The dtype of one of c's tensors, from the op's tensor list (nothing allocated).
+DType dtype_of(const Case& c, const std::string& tensor);
+
 /// The verdict of a measured (or lower-bound) n_eff against a's declared one: ok or
 /// lower_bound, else understated with the note that the impl's verdicts are unsound.
 void judge(AxisAudit& a, int64_t measured, bool exact);

@@ -88,13 +88,13 @@ std::string spot_check(const TripletOracle& oracle, const SumTree& tree, int64_t
     base.push_back(t);
   }
   const std::vector<Triple> q = orientations(base);
-  const std::vector<int> got = oracle(q), again = oracle(q);
+  const std::vector<int> got = oracle(q), again = oracle(q), want = tree_triplet_oracle(tree)(q);
   for (size_t i = 0; i < q.size(); ++i) {
     const std::string t = "(" + std::to_string(q[i][0]) + "; " + std::to_string(q[i][1]) + ", " + std::to_string(q[i][2]) + ")";
     if (got[i] != again[i]) return "nondeterministic: triple " + t + " read " + std::to_string(got[i]) + ", then " + std::to_string(again[i]);
-    if (got[i] != triplet_of(tree, q[i]))
-      return "triple " + t + " read " + std::to_string(got[i]) + ", the rebuilt tree gives " +
-             std::to_string(triplet_of(tree, q[i])) + " (lanes in different orders, or a sum that depends on the values)";
+    if (got[i] != want[i])
+      return "triple " + t + " read " + std::to_string(got[i]) + ", the rebuilt tree gives " + std::to_string(want[i]) +
+             " (lanes in different orders, or a sum that depends on the values)";
   }
   return {};
 }
@@ -103,9 +103,8 @@ std::string spot_check(const TripletOracle& oracle, const SumTree& tree, int64_t
 
 void measure_positive(AxisAudit& a, const Case& c, const Impl& impl, const DeviceProfile& p, const AxisProbe& probe,
                       DType acc, const AuditOptions& o) {
-  const TensorSet shapes = allocate_tensors(c, registry().op(c.op));
   const int64_t n = probe.length(c);
-  const std::vector<PositiveLeaves> scales = positive_leaves(probe, shapes.at(probe.pattern).desc.dtype, acc);
+  const std::vector<PositiveLeaves> scales = positive_leaves(probe, dtype_of(c, probe.pattern), acc);
   const std::string unfit = probe_unfit(probe, c);
   if (n < 3 || probe.lanes(c) < 1 || scales.empty() || !unfit.empty()) {
     a.status = "unmeasurable";

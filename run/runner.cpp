@@ -333,9 +333,7 @@ void decide_verdict(CaseRun& r, const OutputsSummary& s) {
 }
 
 nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache) {
-  std::string shape;
-  for (int64_t d : c.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-  CaseProgress progress(c.op + " " + c.impl + " " + shape);
+  CaseProgress progress(c.op + " " + c.impl + " " + shape_str(c.shape));
   CaseRun r(c, env, cache);
   if (!validate(r)) return r.j;
   progress.phase("inputs");
