@@ -239,7 +239,10 @@ void measure_axis(AxisAudit& a, const Case& c, const Impl& impl, const DevicePro
     return;
   }
   ProbeRunner run(impl, c, p, probe, s);
-  Ctx ctx{run, s, n, std::min(s.B, n - (probe.zero_slot ? 3 : 2)), probe.zero_slot, std::mt19937_64(o.seed), {}};
+  // At least one unit per block: with n = 2 (or 3 with a zero slot) the pair leaves no unit,
+  // and a block of 0 would never close (blocks_for).
+  const int64_t block = std::max<int64_t>(1, std::min(s.B, n - (probe.zero_slot ? 3 : 2)));
+  Ctx ctx{run, s, n, block, probe.zero_slot, std::mt19937_64(o.seed), {}};
   const std::string wrong = control_units(ctx);
   if (!wrong.empty()) {
     a.status = "wrong_sum", a.note = wrong, a.calls = run.calls;

@@ -232,6 +232,21 @@ TEST(Audit, FlceSumsAreMeasuredThroughDxDweightAndTheLoss) {
     if (a.axis == "v" || a.axis == "rows") EXPECT_NE(a.note.find("no power of two"), std::string::npos) << a.note;
 }
 
+TEST(Audit, TwoLeafAxesAreMeasuredNotLooped) {
+  // With two leaves the pair leaves no unit: a block of 0 units never closed and the audit
+  // ran out of memory (std::bad_alloc). Blocks now hold at least one unit.
+  const kv::Case c = make_case("rms_norm.bwd", "host", "fp32", "2x8", {});
+  for (const AxisAudit& a : audit(c, "host"))
+    if (a.axis == "rows") {
+      EXPECT_EQ(a.status, "ok") << a.note;
+      ASSERT_TRUE(a.measured.has_value());
+      EXPECT_EQ(a.measured->n_eff, rms_dw_depth(2, 64));
+    }
+  const kv::Case f = make_case("fused_linear_cross_entropy.bwd", "host", "fp32", "2x2x2", {});
+  for (const AxisAudit& a : audit(f, "host"))
+    if (a.axis == "rows") EXPECT_EQ(a.status, "ok") << a.note;
+}
+
 TEST(Audit, UnprobedAxesAndOpsWithoutSums) {
   for (const AxisAudit& a : audit(make_case("cross_entropy.fwd", "host", "fp32", "8x300", {}), "host"))
     if (a.axis == "row") {  // reduction mean: one loss per batch, no lane per row
