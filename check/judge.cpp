@@ -93,7 +93,7 @@ struct Hists {
 struct Partial {
   int64_t n_fail = 0, n_unv = 0, n_unv_fail = 0, n_nan = 0, n_nan_admitted = 0, n_nan_expected = 0, n_unwritten = 0, n_diff_rn = 0;
   int64_t worst = -1, first_fail = -1;
-  double max_ratio = 0, max_ulps = 0;
+  double max_ratio = 0, max_ulps = 0, max_used = 0;
   double sum_signed_ulps = 0, sum_abs_ulps = 0;  // over elements with finite out and reference
   int64_t n_finite = 0;
   double w_out = 0, w_v = 0, w_lo = 0, w_hi = 0, w_err = 0, w_hw = 0;
@@ -103,6 +103,7 @@ struct Partial {
 /// to the output's dtype, and what the set says about NaN.
 struct Admissible {
   double a_lo = 0, a_hi = 0;
+  double lo_w = 0, hi_w = 0;  // the enclosure widened by the reference's error, before rounding to the dtype
   bool unbounded = false;    // unbounded on a side while the value is finite, or all of it around ±inf
   bool flagged_nan = false;  // the enclosure admits NaN with finite bounds
   bool nan_ok = false;       // NaN admitted (never verified)
@@ -125,6 +126,7 @@ Admissible admissible_at(const TensorView& out, const OutputRef& ref, const Outp
                        " lies outside its own enclosure [" + std::to_string(lo_w) + ", " + std::to_string(hi_w) + "]");
   Admissible a;
   a.a_lo = round_to(dt, lo_w), a.a_hi = round_to(dt, hi_w);
+  a.lo_w = lo_w, a.hi_w = hi_w;
   // An admissible set unbounded on a side while the value is finite (the contract's own
   // arithmetic overflows, e.g. rstd^3 in fp16) bounds nothing: such an element is not
   // verified by lying in it. There an intermediate a correct impl computes may be ±inf
@@ -185,6 +187,20 @@ void count_verdict(bool ok, bool unverifiable, const Admissible& a, bool unwritt
   }
 }
 
+/// The share of its admissible half-width an output's own value uses before its final
+/// rounding: the distance from v to the near edge of o's rounding interval over the
+/// continuous bound on that side. 0 for the correctly rounded value, above 1 only outside the
+/// set. Unlike the ratio (which reads 1 for a correctly rounded value whose set holds one
+/// float), it tells how much of the contract's room the kernel's arithmetic takes.
+double used_share(DType dt, double o, double v, const Admissible& a) {
+  if (o == v) return 0;
+  const double half_gap = ulp(dt, std::nextafter(o, v)) / 2;
+  const double pre = std::fabs(o - v) - half_gap;
+  if (pre <= 0) return 0;
+  const double side = o > v ? a.hi_w - v : v - a.lo_w;
+  return side > 0 ? pre / side : kInf;
+}
+
 /// Output elements [b, e) against ref and enc, which hold the elements from `base` on.
 void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclosure& enc, int64_t base, int64_t b,
                  int64_t e, Partial& p, Hists& hs, TolBuckets& tol) {
@@ -208,7 +224,9 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       p.sum_signed_ulps += s_ulps, p.sum_abs_ulps += std::fabs(s_ulps), ++p.n_finite;
       tol.add(std::fabs(v), dist);
     }
+    const int64_t failed_before = p.n_fail;
     count_verdict(ok, enc.unverifiable[l], a, bits == poison, o, i, p);
+    if (p.n_fail > failed_before) p.max_used = kInf;  // unwritten, NaN or outside: no headroom, whatever the distance
     ++hs.ratio[ratio_bin(ratio)];
     ++hs.ulps[ratio_bin(ulps)];
     if (p.worst < 0 || ratio > p.max_ratio) {
@@ -216,6 +234,8 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
       p.w_out = o, p.w_v = v, p.w_lo = a.a_lo, p.w_hi = a.a_hi, p.w_err = ref.err[l], p.w_hw = half_width(enc.lo[l], enc.hi[l]);
     }
     p.max_ulps = std::max(p.max_ulps, ulps);
+    if (std::isfinite(o) && std::isfinite(v) && bits != poison && !a.unbounded && !enc.unverifiable[l])
+      p.max_used = std::max(p.max_used, used_share(dt, o, v, a));
   }
 }
 
@@ -264,6 +284,7 @@ struct JudgeStream::State {
     tv.n_unwritten += p.n_unwritten, tv.n_diff_rn += p.n_diff_rn;
     if (tv.first_fail_index < 0) tv.first_fail_index = p.first_fail;
     tv.max_ulps = std::max(tv.max_ulps, p.max_ulps);
+    tv.max_used = std::max(tv.max_used, p.max_used);
     if (p.worst >= 0 && (tv.worst_index < 0 || p.max_ratio > tv.max_ratio)) {
       tv.max_ratio = p.max_ratio, tv.worst_index = p.worst;
       tv.worst_out = p.w_out, tv.worst_v = p.w_v, tv.worst_lo = p.w_lo, tv.worst_hi = p.w_hi;
@@ -357,6 +378,7 @@ nlohmann::json TensorVerdict::to_json() const {
           {"n_padding_written", n_padding_written},
           {"n_diff_rn", n_diff_rn},
           {"max_ratio", num(max_ratio)},
+          {"max_used", num(max_used)},
           {"p50_ratio", num(p50_ratio)},
           {"p99_ratio", num(p99_ratio)},
           {"max_ulps", num(max_ulps)},

@@ -34,6 +34,9 @@ struct TensorVerdict {
   int64_t n_nan_expected = 0;
   int64_t n_diff_rn = 0;  // elements whose bits differ from RN(v)
   double max_ratio = 0, max_ulps = 0;
+  /// The largest share of the admissible half-width an element uses before the output's own
+  /// rounding (0 for the correctly rounded value; above 1 only outside the set): headroom.
+  double max_used = 0;
   /// Mean signed and mean absolute error in output ulps (at the reference), over the
   /// elements where both are finite: a bias shows as |bias_ulps| near mean_abs_ulps.
   double bias_ulps = 0, mean_abs_ulps = 0;

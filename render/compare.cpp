@@ -177,7 +177,7 @@ std::string render_compare_html(const json& c) {
                     {"x", "A"}, {"y", "B"}, {"logx", true}, {"logy", true}, {"datasets", {{{"label", "groups"}, {"data", pts}}}}});
   charts.push_back({{"canvas", "chart-speed"}, {"type", "scatter"}, {"title", "kernel ms at the largest shape, per group"},
                     {"x", "A"}, {"y", "B"}, {"logx", true}, {"logy", true}, {"datasets", {{{"label", "groups"}, {"data", speed}}}}});
-  o << html::data_block({{"charts", charts}}) << html::chart_script() << "</body></html>\n";
+  o << html::data_block({{"charts", charts}}) << html::chart_script() << html::layout_probe() << "</body></html>\n";
   return o.str();
 }
 

@@ -48,7 +48,9 @@ std::string page_head(const std::string& title, bool charts) {
                   ".unverifiable,.skip,.inside,.changes{background:#fff3cd}"
                   "code{font-size:12px}details{margin:.4em 0}summary{cursor:pointer;font-weight:600}"
                   ".chart{position:relative;width:min(100%,760px);height:340px;display:inline-block;margin:.5em}"
-                  ".note{color:#555;font-size:13px;max-width:1100px}.bar{height:10px;border-radius:2px}</style>";
+                  ".note{color:#555;font-size:13px;max-width:1100px}.bar{height:10px;border-radius:2px}"
+                  ".banner{font-size:16px;padding:6px 10px;border-radius:4px;margin:.4em 0}code.copy{user-select:all}"
+                  "table.glance{font-size:12px}table.glance small{color:#444}td.none{color:#888}h1{margin:.2em 0}</style>";
   if (charts) {
     // Chart.js 3.9.1 (MIT License, (c) Chart.js Contributors), from Debian's libjs-chart.js.
     h += "<script>";
@@ -66,6 +68,18 @@ std::string data_block(const nlohmann::json& data) {
     else o += s[i];
   }
   return "<script type='application/json' id='kv-data'>" + o + "</script>\n";
+}
+
+std::string layout_probe() {
+  return R"js(<script>
+window.addEventListener('load', function () {
+  var b = document.body, f = document.getElementById('first-screen');
+  b.dataset.pagew = document.documentElement.scrollWidth;
+  b.dataset.vieww = window.innerWidth;
+  if (f) { var r = f.getBoundingClientRect(); b.dataset.firstw = Math.ceil(r.right); b.dataset.firsth = Math.ceil(r.bottom); }
+});
+</script>
+)js";
 }
 
 std::string chart_script() {

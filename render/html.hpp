@@ -22,5 +22,9 @@ std::string data_block(const nlohmann::json& data);
 /// data-charts (how many were drawn), data-painted (how many canvases hold pixels) and
 /// data-errors (script errors seen), which the browser test reads.
 std::string chart_script();
+/// Records on <body>, once the page has loaded, what the browser test checks of its layout:
+/// data-pagew (the page's scroll width) and data-vieww (the window's), and where an element
+/// #first-screen exists, data-firstw and data-firsth (its right and bottom edges in px).
+std::string layout_probe();
 
 }  // namespace kv::html

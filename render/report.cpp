@@ -70,6 +70,8 @@ struct OutAcc {
   // -1: no case recorded it (result lines from before kverify wrote p50 and p99 ulps).
   double p50_ulps = -1, p99_ulps = -1, max_ulps = -1, p50_ratio = -1, p99_ratio = -1, max_ratio = -1;
   double bias_weighted = 0;  // sum of bias_ulps x elements
+  double max_used = -1;       // null in the model when any case lacks it (lines from before max_used)
+  int64_t used_missing = 0;
   void add(const json& o) {
     const int64_t n = o.value("n", int64_t(0));
     ++cases, elements += n, unverifiable += o.value("n_unverifiable", int64_t(0)), fail += o.value("n_fail", int64_t(0));
@@ -77,6 +79,7 @@ struct OutAcc {
     auto mx = [&](double& a, const char* k) { if (o.contains(k)) a = std::max(a, result_number_value(o[k])); };
     mx(p50_ulps, "p50_ulps"), mx(p99_ulps, "p99_ulps"), mx(max_ulps, "max_ulps");
     mx(p50_ratio, "p50_ratio"), mx(p99_ratio, "p99_ratio"), mx(max_ratio, "max_ratio");
+    if (o.contains("max_used")) mx(max_used, "max_used"); else ++used_missing;
     if (o.contains("bias_ulps")) bias_weighted += result_number_value(o["bias_ulps"]) * static_cast<double>(n);
   }
   json to_json() const {
@@ -86,6 +89,7 @@ struct OutAcc {
             {"unverifiable_share", static_cast<double>(unverifiable) / e}, {"diff_rn_share", static_cast<double>(diff_rn) / e},
             {"ulps", {{"p50", q(p50_ulps)}, {"p99", q(p99_ulps)}, {"max", q(max_ulps)}}},
             {"ratio", {{"p50", q(p50_ratio)}, {"p99", q(p99_ratio)}, {"max", q(max_ratio)}}},
+            {"used", used_missing ? json() : q(max_used)},
             {"bias_ulps", bias_weighted / e}};
   }
 };
@@ -261,18 +265,24 @@ std::pair<double, double> torch_default_tolerance(const std::string& dtype) {
   return {1e-5, 1.3e-6};
 }
 
+/// The unverifiable cases listed with their replay lines (the counts are in summary).
+constexpr size_t kUnverifiableListed = 100;
+
 json build_report(const std::vector<json>& lines, const std::vector<json>& drifts, const ReportOptions& opt) {
   json r = {{"schema", "kverify-report/1"}, {"title", opt.title}};
   r["identity"] = identity(lines, opt);
   std::map<std::string, std::map<std::string, int64_t>> by_op;
   std::map<std::string, int64_t> all;
-  json failures = json::array(), digests = json::object();
+  json failures = json::array(), unverifiable = json::array(), digests = json::object();
   for (auto& j : lines) {
     const std::string v = j.value("verdict", "error");
     ++all[v], ++by_op[j.value("op", "")][v];
     if (v == "fail" || v == "error")
       failures.push_back({{"case", j.value("case", "")}, {"verdict", v}, {"op", j.value("op", "")}, {"impl", j.value("impl", "")},
                           {"reason", j.value("reason", "")}, {"replay", replay_command(j)}});
+    if (v == "unverifiable" && unverifiable.size() < kUnverifiableListed)
+      unverifiable.push_back({{"case", j.value("case", "")}, {"verdict", v}, {"op", j.value("op", "")},
+                              {"impl", j.value("impl", "")}, {"reason", j.value("reason", "")}, {"replay", replay_command(j)}});
     if (j.contains("outputs")) {
       json d = {{"verdict", v}, {"op", j.value("op", "")}, {"impl", j.value("impl", "")}, {"dtype", j.value("dtype", "")},
                 {"outputs", json::object()}};
@@ -293,6 +303,7 @@ json build_report(const std::vector<json>& lines, const std::vector<json>& drift
   r["drift"] = drifts;
   r["forecast"] = forecast_of(drifts);
   r["failures"] = failures;
+  r["unverifiable"] = unverifiable;
   r["digests"] = digests;
   return r;
 }

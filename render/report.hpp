@@ -3,13 +3,16 @@
 //   identity    GPUs, builds, runs and the files it was made from
 //   summary     verdict counts, in all and per op
 //   groups      per op / impl / dtypes / config: error quantiles in ulps and as a fraction of
-//               the enclosure's half-width, unverifiable share, bias, kernel time
+//               the enclosure's half-width, the headroom used (max_used: the share of the
+//               half-width taken before the output's own rounding), unverifiable share, bias,
+//               kernel time
 //   tolerances  per op / impl / dtype / value distribution / output: the smallest
 //               assert_close (atol, rtol) covering every observed element, times the safety
 //               factor, beside PyTorch's defaults and the upstream values of OPS.md
 //   reduction   per op: error and enclosure half-width against the reduction length
 //   drift       the drift analyses given (kverify drift's drift.json)
 //   failures    every fail / error with its replay command
+//   unverifiable the first 100 unverifiable cases with their replay commands
 //   digests     per case id, each output's XXH64 (cross-GPU bit comparison in compare)
 #pragma once
 #include <nlohmann/json.hpp>

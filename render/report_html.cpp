@@ -6,6 +6,7 @@
 
 #include "render/html.hpp"
 #include "render/report.hpp"
+#include "render/report_glance.hpp"
 
 namespace kv {
 
@@ -152,39 +153,43 @@ void reduction_section(std::ostringstream& o, const json& r, json& charts) {
   o << "\n";
 }
 
-/// Headroom: per op, impl, dtypes and config, the worst element's error as a fraction of its
-/// admissible half-width, closest to failing first (the early warning a hand-set tolerance
-/// lacks: a kernel at 0.9 passes today and fails on the next input that pushes it).
+/// Headroom: per op, impl, dtypes and config, the largest share of an admissible half-width
+/// used before the output's own rounding, closest to failing first (the early warning a
+/// hand-set tolerance lacks: a kernel at 0.9 passes today and fails on the next input that
+/// pushes it).
 void headroom_section(std::ostringstream& o, const json& r) {
   struct Row {
-    double ratio;
+    double used;
     const json* g;
     std::string out;
+    bool from_ratio;
   };
   std::vector<Row> rows;
   for (auto& g : r["groups"]) {
-    double worst = -1;
-    std::string out;
+    Row x{-1, &g, "", false};
     for (auto& [name, a] : g["outputs"].items()) {
-      const json& m = a["ratio"]["max"];
-      const double v = m.is_number() ? m.get<double>() : (m.is_null() ? -1 : INFINITY);
-      if (v > worst) worst = v, out = name;
+      bool fr = false;
+      const double v = headroom_value(a, fr);
+      if (v > x.used) x.used = v, x.out = name, x.from_ratio = fr;
     }
-    if (worst >= 0) rows.push_back({worst, &g, out});
+    if (x.used >= 0) rows.push_back(x);
   }
   if (rows.empty()) return;
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ratio > b.ratio; });
-  o << "<h2>Headroom</h2><p class='note'>Per op, impl, dtypes and config: the largest error over its case's admissible "
-       "half-width (1 fails), at the output where it is largest, closest to failing first. Red from 0.9, amber from "
-       "0.5: such a kernel passes today but has little room left (1 is also where an output is one rounding of an "
-       "exact value: its half-width is then that rounding).</p><table><tr><th>op</th><th>impl</th><th>dtypes</th>"
-       "<th>config</th><th>output</th><th>cases</th><th>error / half-width</th><th style='width:22em'></th></tr>";
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.used > b.used; });
+  o << "<h2>Headroom</h2><p class='note'>Per op, impl, dtypes and config: the largest share of an element's admissible "
+       "half-width that the output uses before its own final rounding (the distance from the reference to the near "
+       "edge of the output's rounding interval, over the contract's bound on that side), at the output where it is "
+       "largest, closest to failing first. 0: every element is the correctly rounded value; above 1: outside the set. "
+       "Red from 0.9, amber from 0.5: such a kernel passes today but has little room left. Rows marked (ratio) come "
+       "from result lines written before kverify recorded this share: they show the error over the half-width, "
+       "which reads 1 for a correctly rounded value.</p><table style='width:100%'><tr><th>op</th><th>impl</th>"
+       "<th>dtype</th><th>config</th><th>output</th><th>cases</th><th>share used</th><th style='width:14em'></th></tr>";
   for (const Row& x : rows) {
     const json& g = *x.g;
-    const char* col = x.ratio > 1 ? "#d62728" : x.ratio >= 0.9 ? "#e4572e" : x.ratio >= 0.5 ? "#ffb300" : "#2ca02c";
-    const double w = std::isfinite(x.ratio) ? std::min(1.0, x.ratio) * 100 : 100;
-    o << "<tr>" << td(esc(g["op"])) << td(esc(g["impl"])) << td(esc(g["dtypes"])) << td(esc(g["config"])) << td(esc(x.out))
-      << tdn(g["cases"], 15) << td(esc(num(x.ratio, 3)), x.ratio > 1 ? "fail" : "")
+    const char* col = x.used > 1 ? "#d62728" : x.used >= 0.9 ? "#e4572e" : x.used >= 0.5 ? "#ffb300" : "#2ca02c";
+    const double w = std::isfinite(x.used) ? std::min(1.0, x.used) * 100 : 100;
+    o << "<tr>" << td(esc(g["op"])) << td(esc(g["impl"])) << td("<span title='" + esc(g["dtypes"]) + "'>" + esc(g["dtype"]) + "</span>")
+      << td(esc(g["config"])) << td(esc(x.out)) << tdn(g["cases"], 15) << td(esc(num(x.used, 3)) + (x.from_ratio ? " <small>(ratio)</small>" : ""), x.used > 1 ? "fail" : "")
       << "<td><div class='bar' style='width:" << num(w, 4) << "%;background:" << col << "'></div></td></tr>";
   }
   o << "</table>\n";
@@ -199,8 +204,8 @@ void groups_section(std::ostringstream& o, const json& r, json& charts) {
   for (auto& g : r["groups"]) by_op[g["op"]].push_back(&g);
   int k = 0;
   for (auto& [op, gs] : by_op) {
-    o << "<details" << (by_op.size() <= 4 ? " open" : "") << "><summary>" << esc(op) << " (" << gs.size()
-      << " groups)</summary><table><tr><th>impl</th><th>dtypes</th><th>config</th><th>cases</th><th>verdicts</th>"
+    o << "<details id='op-" << esc(op) << "'" << (by_op.size() <= 4 ? " open" : "") << "><summary>" << esc(op) << " (" << gs.size()
+      << " groups)</summary><table><tr><th>impl</th><th>dtype</th><th>config</th><th>cases</th><th>verdicts</th>"
          "<th>output</th><th>ulps p50 / p99 / max</th><th>ratio p50 / p99 / max</th><th>unverifiable</th>"
          "<th>bias (ulps)</th><th>kernel ms (shape)</th></tr>";
     std::map<std::string, json> speed;  // dtype -> points
@@ -213,7 +218,7 @@ void groups_section(std::ostringstream& o, const json& r, json& charts) {
       std::string sp = g->contains("speed") ? esc(num((*g)["speed"]["kernel_ms_median"], 4)) + " (" +
                                                   esc((*g)["speed"]["shape"].get<std::string>()) + ")" : "—";
       std::string head = "<td rowspan='" + std::to_string(rows) + "'>";
-      o << "<tr>" << head << esc((*g)["impl"]) << "</td>" << head << esc((*g)["dtypes"]) << "</td>" << head
+      o << "<tr>" << head << esc((*g)["impl"]) << "</td>" << head << "<span title='" << esc((*g)["dtypes"]) << "'>" << esc((*g)["dtype"]) << "</span></td>" << head
         << esc((*g)["config"]) << "</td>" << head << (*g)["cases"] << "</td>" << head << verdicts << "</td>";
       bool first = true;
       double worst_p99 = 0;
@@ -326,7 +331,7 @@ void drift_section(std::ostringstream& o, const json& r) {
 }
 
 void failures_section(std::ostringstream& o, const json& r) {
-  o << "<h2>Failures</h2>";
+  o << "<h2 id='failures'>Failures</h2>";
   if (r["failures"].empty()) {
     o << "<p>None.</p>";
     return;
@@ -345,6 +350,7 @@ std::string render_report_html(const json& r) {
   json charts = json::array();
   const std::string title = r.value("title", "").empty() ? "kverify tolerance report" : r["title"].get<std::string>();
   o << html::page_head(title, true) << "<h1>" << esc(title) << "</h1>\n";
+  glance_section(o, r);
   identity_section(o, r);
   summary_section(o, r, charts);
   failures_section(o, r);
@@ -353,7 +359,7 @@ std::string render_report_html(const json& r) {
   reduction_section(o, r, charts);
   groups_section(o, r, charts);
   drift_section(o, r);
-  o << html::data_block({{"charts", charts}}) << html::chart_script() << "</body></html>\n";
+  o << html::data_block({{"charts", charts}}) << html::chart_script() << html::layout_probe() << "</body></html>\n";
   return o.str();
 }
 

@@ -161,6 +161,45 @@ TEST(Judge, RatiosAndP99) {
   EXPECT_DOUBLE_EQ(tv.max_ulps, 999.0);  // fp32 spacing at 1 is 2^-23
 }
 
+TEST(Judge, HeadroomUsedSubtractsTheOutputsOwnRounding) {
+  // bf16 outputs against v = 1 + 2^-10 (a quarter of bf16's spacing 2^-7 above 1).
+  kv::OutputRef ref;
+  kv::OutputEnclosure enc;
+  auto used = [&](double hw, double out) {
+    Out o(kv::DType::bf16, 1);
+    point_ref(1, 1.0 + 0x1p-10, hw, ref, enc);
+    o.view.store(0, out);
+    return kv::judge(o.view, ref, enc, true);
+  };
+  // The correctly rounded value (1) under a tight bound: its set holds one float, so the
+  // ratio reads 1 (no headroom by that measure) while the share used is 0.
+  auto rn = used(0x1p-20, 1.0);
+  EXPECT_EQ(rn.verdict, "pass");
+  EXPECT_DOUBLE_EQ(rn.max_ratio, 1.0);
+  EXPECT_DOUBLE_EQ(rn.max_used, 0.0);
+  // One float up (1 + 2^-7) under a bound of 2^-8: the near edge of its rounding interval,
+  // 1 + 2^-8, lies 2^-8 - 2^-10 above v: share 3/4.
+  auto up = used(0x1p-8, 1.0 + 0x1p-7);
+  EXPECT_EQ(up.verdict, "pass");
+  EXPECT_NEAR(up.max_used, 0.75, 1e-12);  // the bound steps outward by one double
+  // Under a bound of 2^-9 the same output lies outside: its share exceeds 1 (negative control).
+  auto out = used(0x1p-9, 1.0 + 0x1p-7);
+  EXPECT_EQ(out.verdict, "fail");
+  EXPECT_GT(out.max_used, 1.0);
+  // Below 1 the spacing halves: 1 - 2^-8 is one bf16 float down; the edge of its interval,
+  // 1 - 2^-9, lies 2^-9 + 2^-10 below v, against a bound of 2^-8: share 3/4.
+  auto down = used(0x1p-8, 1.0 - 0x1p-8);
+  EXPECT_EQ(down.verdict, "pass");
+  EXPECT_NEAR(down.max_used, 0.75, 1e-12);
+  // An unwritten element has no headroom at all, whatever the written ones use.
+  Out two(kv::DType::bf16, 2);
+  point_ref(2, 1.0, 0x1p-8, ref, enc);
+  two.view.store(0, 1.0);
+  auto unwritten = kv::judge(two.view, ref, enc, true);
+  EXPECT_EQ(unwritten.verdict, "fail");
+  EXPECT_EQ(unwritten.max_used, std::numeric_limits<double>::infinity());
+}
+
 TEST(Judge, BiasIsTheMeanSignedErrorInUlps) {
   // Reference 1 + 2^-9 (a bf16 midpoint's neighbour): outputs 1 + 2^-7 (one bf16 ulp
   // above 1, +0.75 ulp from v) on three elements and 1 (-0.25 ulp) on one; an unwritten

@@ -150,7 +150,7 @@ TEST(Cli, SummaryIsATriageViewFailuresFirstReadableCellsSortAndFilter) {
   ASSERT_NE(first, std::string::npos);
   EXPECT_EQ(html.compare(first, 20, "<tr class='fail'><td"), 0) << html.substr(first, 60);  // the host pass ran first
   EXPECT_NE(html.find("eps=<span title='0x1.0c6f7a0b5ed8dp-20'>1e-06</span>"), std::string::npos);
-  EXPECT_NE(html.find("rstd=fp32, w=bf16, x=bf16, y=bf16"), std::string::npos);
+  EXPECT_NE(html.find("<td>w,x,y=bf16 rstd=fp32</td>"), std::string::npos);  // tensors grouped by dtype
   EXPECT_EQ(html.find("{&quot;"), std::string::npos);  // no raw JSON cell
   EXPECT_EQ(html.find("{\""), std::string::npos);
   EXPECT_NE(html.find("id='filter'"), std::string::npos);

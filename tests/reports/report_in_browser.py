@@ -27,11 +27,11 @@ def run(*cmd, ok=(0,)):
     return p
 
 
-def check_page(browser, page, shot):
+def check_page(browser, page, shot, charts=True):
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
              "--virtual-time-budget=10000", "--enable-logging=stderr", "--v=0"]
     url = "file://" + os.path.abspath(page)
-    dom = run(browser, *flags, "--dump-dom", url)
+    dom = run(browser, *flags, "--window-size=1400,900", "--dump-dom", url)
     m = re.search(r"<body([^>]*)>", dom.stdout)
     if not m:
         sys.exit(f"FAIL: {page}: no <body> in the DOM Chromium dumped\n{dom.stderr[-2000:]}")
@@ -40,22 +40,39 @@ def check_page(browser, page, shot):
     console = [l for l in dom.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
     print(f"{page}: {canvases} canvases, body data {attrs}, {len(console)} console lines")
     problems = []
+    if attrs.get("errors") != "0":
+        problems.append(f"script errors: {attrs.get('errors')}")
+    # Nothing wider than the 1400 px window (no sideways scrolling), the first screen included.
+    view = int(attrs.get("vieww", "0"))
+    if view != 1400:
+        problems.append(f"layout probe did not run (window width {attrs.get('vieww')})")
+    if int(attrs.get("pagew", "99999")) > view:
+        problems.append(f"page {attrs.get('pagew')} px wide in a {view} px window")
+    if "firstw" in attrs and int(attrs["firstw"]) > view:
+        problems.append(f"first screen {attrs['firstw']} px wide in a {view} px window")
+    if console:
+        problems.append("console output: " + " | ".join(console[:5]))
+    if not charts:
+        if problems:
+            sys.exit(f"FAIL: {page}: " + "; ".join(problems))
+        return screenshot(browser, flags, page, url, shot)
     if canvases == 0:
         problems.append("no chart canvas")
     if attrs.get("charts") != str(canvases):
         problems.append(f"charts drawn {attrs.get('charts')} != canvases {canvases} (script did not finish?)")
     if attrs.get("painted") != str(canvases):
         problems.append(f"canvases holding pixels {attrs.get('painted')} != {canvases}")
-    if attrs.get("errors") != "0":
-        problems.append(f"script errors: {attrs.get('errors')}")
     if int(attrs.get("ticks", "0")) < canvases:
         problems.append(f"only {attrs.get('ticks')} tick labels on {canvases} charts")
     if attrs.get("tickdupes") != "0":
         problems.append(f"{attrs.get('tickdupes')} repeated tick labels on one axis (unreadable scale)")
-    if console:
-        problems.append("console output: " + " | ".join(console[:5]))
     if problems:
         sys.exit(f"FAIL: {page}: " + "; ".join(problems))
+    screenshot(browser, flags, page, url, shot)
+    return attrs
+
+
+def screenshot(browser, flags, page, url, shot):
     run(browser, *flags, "--window-size=1400,2400", f"--screenshot={shot}", url)
     if not os.path.exists(shot) or os.path.getsize(shot) < 10000:
         sys.exit(f"FAIL: no screenshot of {page} (or a blank one) at {shot}")
@@ -92,8 +109,21 @@ def main():
     for needed in ("kverify replay ", "--device host", "host.bug.drop_tail", "Recommended tolerances", "sm_count=108"):
         if needed not in html:
             sys.exit(f"FAIL: report.html lacks {needed!r}")
-    check_page(browser, f"{out}/report/report.html", f"{out}/report.png")
+    # The first screen: the failure with its replay line, the op table with a tolerance per
+    # dtype beside PyTorch's default, the drift column; all of it inside a 1400 x 900 window.
+    first = html[html.index("<section id='first-screen'>"):html.index("</section>")]
+    for needed in ("host.bug.drop_tail", "kverify replay ", "PyTorch default", "claims held", "✓"):
+        if needed not in first:
+            sys.exit(f"FAIL: report.html's first screen lacks {needed!r}")
+    attrs = check_page(browser, f"{out}/report/report.html", f"{out}/report.png")
+    if int(attrs.get("firsth", "99999")) > 900:
+        sys.exit(f"FAIL: the first screen ends at {attrs.get('firsth')} px, below a 900 px window")
     check_page(browser, f"{out}/compare/compare.html", f"{out}/compare.png")
+    summary = open(f"{out}/a/summary.html", encoding="utf-8").read()
+    first_row = summary[summary.index("<tbody>"):][:200]
+    if "<tr class='fail'>" not in first_row:
+        sys.exit(f"FAIL: summary.html does not list the failing case first: {first_row!r}")
+    check_page(browser, f"{out}/a/summary.html", f"{out}/summary.png", charts=False)
     print("PASS")
 
 

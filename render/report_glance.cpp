@@ -1,0 +1,219 @@
+// The report's first screen: one row per op and impl answering the three questions a reader
+// opens the page with. Is it fine on this GPU (verdicts, unverifiable share, headroom)? Which
+// assert_close tolerance do I set (per dtype, beside PyTorch's default and the upstream's)?
+// What drifts (determinism claims held or broken, the forecast)? Above it, every failure and
+// unverifiable case with a replay line that one click selects.
+#include "render/report_glance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "render/html.hpp"
+#include "render/report.hpp"
+
+namespace kv {
+
+using json = nlohmann::json;
+using html::esc;
+using html::num;
+
+namespace {
+
+using Key = std::pair<std::string, std::string>;  // op, impl
+
+struct Row {
+  std::map<std::string, int64_t> verdicts;
+  int64_t cases = 0;
+  double headroom = -1;  // see headroom_value
+  bool from_ratio = false;
+};
+
+struct Tol {
+  double atol = 0, rtol = 0;
+  bool na = false, covers = true;
+  std::string why, drives, upstream;
+};
+
+
+std::map<Key, Row> rows_of(const json& r) {
+  std::map<Key, Row> rows;
+  for (auto& g : r["groups"]) {
+    Row& x = rows[{g["op"], g["impl"]}];
+    x.cases += g.value("cases", int64_t(0));
+    for (auto& [v, n] : g["verdicts"].items()) x.verdicts[v] += n.get<int64_t>();
+    for (auto& [name, a] : g["outputs"].items()) x.headroom = std::max(x.headroom, headroom_value(a, x.from_ratio));
+  }
+  return rows;
+}
+
+/// Per op, impl and case dtype: the pair covering every output and value distribution (the
+/// largest atol and the largest rtol: each row's pair is covered by it).
+std::map<Key, std::map<std::string, Tol>> tolerances_of(const json& r, std::set<std::string>& dtypes) {
+  std::map<Key, std::map<std::string, Tol>> out;
+  for (auto& t : r["tolerances"]) {
+    const std::string dt = t["dtype"];
+    dtypes.insert(dt);
+    Tol& x = out[{t["op"], t["impl"]}][dt];
+    if (!t.contains("recommended")) {
+      x.na = true;
+      x.why = t.value("note", "no covering pair");
+      continue;
+    }
+    const json& p = t["recommended"];
+    const double a = p["atol"].get<double>(), rt = p["rtol"].is_number() ? p["rtol"].get<double>() : 0;
+    if (a > x.atol || rt > x.rtol)
+      x.drives = t["output"].get<std::string>() + " (" + t["output_dtype"].get<std::string>() + "), " + t["dist"].get<std::string>() + " inputs";
+    x.atol = std::max(x.atol, a), x.rtol = std::max(x.rtol, rt);
+    x.covers = x.covers && t["torch_default"].value("covers", false);
+    if (!t["upstream"].is_null() && x.upstream.empty())
+      x.upstream = "atol " + num(t["upstream"]["atol"], 2) +
+                   (t["upstream"]["rtol"].is_null() ? "" : " rtol " + num(t["upstream"]["rtol"], 2));
+  }
+  return out;
+}
+
+std::string tol_cell(const Tol* t) {
+  if (!t) return "<td class='none'>—</td>";
+  if (t->na) return "<td class='unverifiable' title='" + esc(t->why) + "'>n/a <small>" + esc(t->why.substr(0, 40)) + "</small></td>";
+  std::string s = "<td class='tol " + std::string(t->covers ? "pass" : "fail") + "' title='largest: " + esc(t->drives) +
+                  (t->covers ? "; PyTorch&#39;s default covers every element" : "; PyTorch&#39;s default is too tight") +
+                  "'>atol " + esc(num(t->atol, 2)) + " · rtol " + esc(num(t->rtol, 2)) + (t->covers ? " ✓" : " <b>✗</b>");
+  if (!t->upstream.empty()) s += "<br><small>upstream: " + esc(t->upstream) + "</small>";
+  return s + "</td>";
+}
+
+/// Drift per op and impl: claims held or broken over the configs analysed, and which outputs
+/// the forecast profile changes.
+std::map<Key, std::string> drift_of(const json& r) {
+  std::map<Key, std::string> out;
+  for (auto& d : r["drift"]) {
+    const Key k{d.value("op", ""), d.value("impl", "")};
+    const size_t broken = d["violations"].size(), configs = d["configs"].size();
+    std::string s = broken ? "<b class='fail'>" + std::to_string(broken) + " claims broken</b>"
+                           : "<span class='pass'>claims held</span> (" + std::to_string(configs) + " configs)";
+    std::string fc;
+    for (auto& f : r["forecast"]) {
+      if (f.value("op", "") != k.first || f.value("impl", "") != k.second) continue;
+      if (f["changes"].empty() && f["run_to_run"].empty()) continue;
+      std::string what;
+      if (!f["changes"].empty()) what = std::to_string(f["changes"].size()) + " configs change under " + esc(f["profile"]);
+      if (!f["run_to_run"].empty())
+        what += (what.empty() ? "" : ", ") + std::to_string(f["run_to_run"].size()) + " run to run";
+      fc += "<br><small class='changes'>" + esc(f["output"]) + ": " + what + "</small>";
+    }
+    const std::string fp = d.value("forecast_profile", "");
+    out[k] = s + (fc.empty() && !fp.empty() ? "<br><small>same bits under " + esc(fp) + "</small>" : fc);
+  }
+  return out;
+}
+
+std::string verdict_cell(const Row& x) {
+  std::string s;
+  for (const char* v : {"fail", "error", "unverifiable", "skip"}) {
+    auto it = x.verdicts.find(v);
+    if (it != x.verdicts.end() && it->second > 0) s += " <span class='" + std::string(v) + "'>" + std::to_string(it->second) + " " + v + "</span>";
+  }
+  const int64_t pass = x.verdicts.count("pass") ? x.verdicts.at("pass") : 0;
+  return "<td>" + std::to_string(pass) + "/" + std::to_string(x.cases) + " pass" + s + "</td>";
+}
+
+std::string headroom_cell(double h, bool from_ratio) {
+  if (h < 0) return "<td class='n'>—</td>";
+  if (from_ratio) return "<td class='n' title='result lines from before kverify recorded max_used: the error over the "
+                         "half-width, which reads 1 for a correctly rounded value'>" + esc(num(h, 2)) + " <small>(ratio)</small></td>";
+  const char* col = h > 1 ? "#d62728" : h >= 0.9 ? "#e4572e" : h >= 0.5 ? "#ffb300" : "#2ca02c";
+  const double w = std::isfinite(h) ? std::min(1.0, h) * 100 : 100;
+  return "<td class='n' title='largest error over its admissible half-width (1 fails)'>" + esc(num(h, 2)) +
+         "<div class='bar' style='width:" + num(w, 3) + "%;background:" + col + "'></div></td>";
+}
+
+void banner(std::ostringstream& o, const json& r) {
+  const json& v = r["summary"]["verdicts"];
+  const int64_t bad = v.value("fail", int64_t(0)) + v.value("error", int64_t(0)), unv = v.value("unverifiable", int64_t(0));
+  const int64_t cases = r["summary"].value("cases", int64_t(0)), pass = v.value("pass", int64_t(0));
+  std::string dev;
+  for (auto& d : r["identity"]["devices"]) {
+    dev += (dev.empty() ? "" : ", ") + esc(d.value("name", ""));
+    if (d.value("kind", "") == "host") dev += " (host run, no GPU)";
+    else dev += " · cc " + esc(d.value("compute_capability", "")) + " · " + std::to_string(d["profile"].value("sm_count", 0)) + " SMs";
+  }
+  std::string build;
+  for (auto& b : r["identity"]["builds"]) build += " · build <code>" + esc(b.value("commit", "").substr(0, 10)) + "</code>" + (b.value("dirty", false) ? " (dirty)" : "");
+  o << "<p class='banner " << (bad ? "fail" : unv ? "unverifiable" : "pass") << "'><b>"
+    << (bad ? std::to_string(bad) + " of " + std::to_string(cases) + " cases fail or err"
+            : pass == cases ? "All " + std::to_string(cases) + " cases pass" : std::to_string(pass) + " of " + std::to_string(cases) + " cases pass")
+    << "</b>" << (unv ? " · " + std::to_string(unv) + " unverifiable" : "") << " · " << dev << build << "</p>";
+}
+
+void needs_a_look(std::ostringstream& o, const json& r) {
+  std::vector<const json*> items;
+  for (auto& f : r["failures"]) items.push_back(&f);
+  if (r.contains("unverifiable"))
+    for (auto& f : r["unverifiable"]) items.push_back(&f);
+  if (items.empty()) return;
+  const size_t shown = std::min<size_t>(items.size(), 5);
+  o << "<table class='look'><tr><th>verdict</th><th>op · impl</th><th>reason</th><th>replay (click to select)</th></tr>";
+  for (size_t i = 0; i < shown; ++i) {
+    const json& f = *items[i];
+    const std::string why = f.value("reason", "");
+    o << "<tr><td class='" << esc(f["verdict"]) << "'>" << esc(f["verdict"]) << "</td><td>" << esc(f["op"]) << " · " << esc(f["impl"])
+      << "</td><td title='" << esc(why) << "'>" << esc(why.size() > 90 ? why.substr(0, 90) + "…" : why)
+      << "</td><td><code class='copy'>" << esc(f["replay"]) << "</code></td></tr>";
+  }
+  o << "</table>";
+  if (items.size() > shown) o << "<p class='note'>" << items.size() - shown << " more in <a href='#failures'>Failures</a>.</p>";
+}
+
+}  // namespace
+
+double headroom_value(const json& a, bool& from_ratio) {
+  auto val = [](const json& m) { return m.is_number() ? m.get<double>() : (m.is_null() ? -1 : INFINITY); };
+  if (a.contains("used") && !a["used"].is_null()) return val(a["used"]);
+  from_ratio = true;
+  return val(a["ratio"]["max"]);
+}
+
+void glance_section(std::ostringstream& o, const json& r) {
+  o << "<section id='first-screen'>";
+  banner(o, r);
+  needs_a_look(o, r);
+  std::set<std::string> dts;
+  const auto rows = rows_of(r);
+  const auto tols = tolerances_of(r, dts);
+  const auto drift = drift_of(r);
+  std::vector<std::string> order;
+  for (const char* d : {"fp32", "fp16", "bf16"})
+    if (dts.count(d)) order.push_back(d);
+  for (auto& d : dts)
+    if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
+  o << "<table class='glance'><tr><th rowspan='2'>op</th><th rowspan='2'>impl</th><th rowspan='2'>verdicts</th>"
+       "<th rowspan='2'>headroom</th><th colspan='" << order.size() << "'>assert_close tolerance to set (covers every output "
+       "and input distribution here, × " << num(r.value("safety_factor", 2.0)) << ")</th><th rowspan='2'>drift</th></tr><tr>";
+  for (auto& d : order) {
+    const auto p = torch_default_tolerance(d);
+    o << "<th>" << esc(d) << " <small>PyTorch default: atol " << num(p.first, 2) << " · rtol " << num(p.second, 2) << "</small></th>";
+  }
+  o << "</tr>";
+  for (auto& [k, x] : rows) {
+    o << "<tr><td><a href='#op-" << esc(k.first) << "' onclick=\"document.getElementById('op-" << esc(k.first)
+      << "').open=true\">" << esc(k.first) << "</a></td><td>" << esc(k.second) << "</td>" << verdict_cell(x) << headroom_cell(x.headroom, x.from_ratio);
+    auto t = tols.find(k);
+    for (auto& d : order) {
+      const Tol* c = nullptr;
+      if (t != tols.end() && t->second.count(d)) c = &t->second.at(d);
+      o << tol_cell(c);
+    }
+    auto dr = drift.find(k);
+    o << (dr == drift.end() ? "<td class='none' title='no drift analysis given (kverify drift, then report --drift)'>not analysed</td>"
+                            : "<td>" + dr->second + "</td>")
+      << "</tr>";
+  }
+  o << "</table><p class='note'>Tolerance: the recommended pair (hover: the output and inputs that set it); ✓ and "
+       "green where PyTorch's default for each output's dtype covers every element, ✗ and red where it is too tight. "
+       "Headroom: the largest share of an admissible half-width used (above 1 fails). Click an op for its details.</p>"
+       "</section>\n";
+}
+
+}  // namespace kv
