@@ -226,7 +226,8 @@ json reduction_of(const std::vector<json>& lines) {
       if (!std::isfinite(hw) || !std::isfinite(err)) continue;
       const bool over_rows = name == "dw" || name == "db";
       by_op[j.value("op", "")].push_back({{"impl", j.value("impl", "")}, {"dtype", j.value("dtype", "")}, {"output", name},
-                                          {"n", over_rows ? rows : row}, {"err_ulps", err}, {"half_width_ulps", hw}});
+                                          {"n", over_rows ? rows : row}, {"err_ulps", err}, {"half_width_ulps", hw},
+                                          {"v", result_number(v)}, {"output_dtype", dtype_name(*dt)}});
     }
   }
   return by_op;

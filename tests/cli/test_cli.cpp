@@ -167,6 +167,25 @@ TEST(Cli, SummaryIsATriageViewFailuresFirstReadableCellsSortAndFilter) {
   EXPECT_NE(rep.find("<td class='fail'>inf</td><td><div class='bar'", h), std::string::npos);
 }
 
+TEST(Cli, PassingErrorsOfManyUlpsSayWhyUnderTheirChart) {
+  // bf16 arithmetic stored to fp32 (mode none) and dx of a one-element row (dy w eps/(x^2 + eps):
+  // cancellation) both pass with errors of 1e4+ ulps; the chart says which cause it is.
+  auto report_of = [](const std::string& name, const std::string& sel) {
+    const std::string d = tmpdir(name);
+    EXPECT_EQ(sh(KV_BIN, "run --device host --quiet " + sel + " --out " + d).code, 0);
+    std::ifstream in(d + "/report.html");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string narrow = report_of("ulps_narrow", "--op rms_norm.fwd --shape 5x123 --dtype x:bf16,w:fp32,y:fp32,rstd:bf16 "
+                                                      "--attrs mode=none");
+  EXPECT_NE(narrow.find("the case computes in bf16 and stores to fp32"), std::string::npos);
+  const std::string cancel = report_of("ulps_cancel", "--op rms_norm.bwd --shape 1x1 --dtype fp32");
+  EXPECT_NE(cancel.find("is small against the terms of its sum (cancellation)"), std::string::npos);
+  // A case whose errors are a few ulps gets no such caption.
+  const std::string plain = report_of("ulps_plain", "--op softmax.fwd --shape 4x100 --dtype fp32");
+  EXPECT_EQ(plain.find("the largest error inside its bound"), std::string::npos);
+}
+
 TEST(Cli, EmptyTensorRunsAndIsSkippedNeverPassed) {
   std::string d = tmpdir("empty");
   Out o = sh(KV_BIN, "run --op rms_norm.fwd --op rms_norm.bwd --shape 0x64 --dtype bf16 --out " + d);
