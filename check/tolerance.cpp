@@ -81,6 +81,16 @@ bool tol_covers(const std::vector<TolPoint>& pts, TolPair p) {
   return true;
 }
 
+double tol_share(const std::vector<TolPoint>& pts, TolPair p) {
+  double share = 0;
+  for (const TolPoint& q : pts) {
+    if (q.err <= 0) continue;
+    const double allowed = p.atol + p.rtol * q.v;
+    share = std::max(share, allowed > 0 ? q.err / allowed : __builtin_inf());
+  }
+  return share;
+}
+
 TolPair smallest_pair(const std::vector<TolPoint>& pts, double atol_unit, double rtol_unit) {
   auto atol_at = [&](double r) {
     double a = 0;

@@ -39,6 +39,11 @@ struct TolPair {
 /// Whether atol + rtol * v >= err at every point.
 bool tol_covers(const std::vector<TolPoint>& pts, TolPair p);
 
+/// The largest err / (atol + rtol * v) over the points: how much of a pair's allowance the
+/// worst element takes (above 1: not covered). Over binned points (each bin's smallest |v|
+/// with its largest error) an upper bound on the elements' share.
+double tol_share(const std::vector<TolPoint>& pts, TolPair p);
+
 /// The covering pair that minimizes atol / atol_unit + rtol / rtol_unit (the units are
 /// PyTorch's defaults for the dtype, so neither term dominates by its scale alone).
 TolPair smallest_pair(const std::vector<TolPoint>& pts, double atol_unit, double rtol_unit);

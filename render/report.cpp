@@ -167,7 +167,8 @@ json tolerances_of(const std::vector<json>& lines, double safety) {
     r["cases"] = a.cases, r["elements"] = a.elements;
     const auto [da, dr] = torch_default_tolerance(a.key["output_dtype"]);
     const auto front = tol_frontier(a.pts);
-    r["torch_default"] = {{"atol", da}, {"rtol", dr}, {"covers", tol_covers(front, {da, dr})}};
+    r["torch_default"] = {{"atol", da}, {"rtol", dr}, {"covers", tol_covers(front, {da, dr})},
+                          {"share", result_number(tol_share(front, {da, dr}))}};
     r["upstream"] = upstream_tolerance(a.key["op"], a.key["output_dtype"]);
     if (!a.have_points) {
       r["note"] = "result lines without tol_points (written before kverify recorded them)";

@@ -103,3 +103,12 @@ TEST(Tolerance, TheJudgesPointsBoundEveryElementsError) {
   // Rounding to bf16 errs by at most u = 2^-8 relative; the bins may add 1/8 of it.
   EXPECT_LE(p.rtol, std::ldexp(1.0, -8) * 1.125);
 }
+
+TEST(Tolerance, ShareIsTheWorstElementsPartOfAnAllowance) {
+  const std::vector<kv::TolPoint> pts{{1.0, 0.5}, {4.0, 1.0}, {0.0, 0.0}};
+  EXPECT_DOUBLE_EQ(kv::tol_share(pts, {0.0, 1.0}), 0.5);     // 0.5 of 1 at v = 1; 1 of 4 at v = 4
+  EXPECT_DOUBLE_EQ(kv::tol_share(pts, {0.25, 0.25}), 1.0);   // 0.5 of 0.5: exactly covered
+  EXPECT_FALSE(kv::tol_share(pts, {0.25, 0.125}) <= 1.0);    // not covered: above 1, as tol_covers says
+  EXPECT_FALSE(kv::tol_covers(pts, {0.25, 0.125}));
+  EXPECT_EQ(kv::tol_share(pts, {0.0, 0.0}), std::numeric_limits<double>::infinity());  // no allowance at all
+}
