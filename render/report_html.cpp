@@ -95,7 +95,9 @@ std::string pair_text(const json& p) {
 }
 
 void tolerance_section(std::ostringstream& o, const json& r) {
-  o << "<h2>Recommended tolerances</h2><p class='note'>For <code>torch.testing.assert_close</code>: "
+  o << "<h2>Recommended tolerances</h2><details><summary>Every op, impl, dtype, input distribution and output ("
+    << r["tolerances"].size() << " rows; the first screen has them per op and dtype)</summary><p class='note'>For "
+       "<code>torch.testing.assert_close</code>: "
     << esc(r.value("tolerance_reference", "")) << ". <b>Observed</b>: the covering pair that minimizes atol/atol₀ + "
     << "rtol/rtol₀ (atol₀, rtol₀: PyTorch's defaults for the output dtype), over every element with a finite output "
        "and reference (elements binned by |expected|, 8 bins per binade, each bin taking its smallest |expected| and "
@@ -119,7 +121,7 @@ void tolerance_section(std::ostringstream& o, const json& r) {
       << td(t["upstream"].is_null() ? "—" : pair_text(t["upstream"]) + "<br><small>" + esc(t["upstream"]["source"]) + "</small>")
       << "</tr>";
   }
-  o << "</table>\n";
+  o << "</table></details>\n";
 }
 
 /// Under a chart whose largest passing error is many ulps: why that passes. Either the case
@@ -202,7 +204,8 @@ void headroom_section(std::ostringstream& o, const json& r) {
   }
   if (rows.empty()) return;
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.used > b.used; });
-  o << "<h2>Headroom</h2><p class='note'>Per op, impl, dtypes and config: the largest share of an element's admissible "
+  o << "<h2>Headroom</h2><details><summary>Every op, impl, dtype and config (" << rows.size()
+    << " groups), closest to the edge first; the first screen has the largest per op and impl</summary><p class='note'>Per op, impl, dtypes and config: the largest share of an element's admissible "
        "half-width that the output uses before its own final rounding (the distance from the reference to the near "
        "edge of the output's rounding interval, over the contract's bound on that side), at the output where it is "
        "largest, closest to the edge first. 0: every element is the correctly rounded value; above 1: outside the set, "
@@ -224,7 +227,7 @@ void headroom_section(std::ostringstream& o, const json& r) {
       << td(esc(g["config"])) << td(esc(x.out)) << tdn(g["cases"], 15) << td(esc(num(x.used, 3)) + (x.from_ratio ? " <small>(ratio)</small>" : ""), x.used > 1 ? "fail" : "")
       << "<td><div class='bar' style='width:" << num(w, 4) << "%;background:" << col << "'></div></td></tr>";
   }
-  o << "</table>\n";
+  o << "</table></details>\n";
 }
 
 void groups_section(std::ostringstream& o, const json& r, json& charts) {
@@ -382,15 +385,15 @@ std::string render_report_html(const json& r) {
   json charts = json::array();
   const std::string title = r.value("title", "").empty() ? "kverify tolerance report" : r["title"].get<std::string>();
   o << html::page_head(title, true) << "<h1>" << esc(title) << "</h1>\n";
-  glance_section(o, r);
-  identity_section(o, r);
-  summary_section(o, r, charts);
+  glance_section(o, r);  // the first screen; then the drill-down
   failures_section(o, r);
-  tolerance_section(o, r);
-  headroom_section(o, r);
   reduction_section(o, r, charts);
   groups_section(o, r, charts);
   drift_section(o, r);
+  headroom_section(o, r);
+  tolerance_section(o, r);
+  summary_section(o, r, charts);
+  identity_section(o, r);
   o << html::data_block({{"charts", charts}}) << html::chart_script() << html::layout_probe() << "</body></html>\n";
   return o.str();
 }
