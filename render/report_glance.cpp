@@ -186,6 +186,57 @@ double headroom_value(const json& a, bool& from_ratio) {
   return val(a["ratio"]["max"]);
 }
 
+/// Headroom: per op, impl, dtypes and config, the largest share of an admissible half-width
+/// used before the output's own rounding, closest to failing first (the early warning a
+/// hand-set tolerance lacks: a kernel at 0.9 passes today and fails on the next input that
+/// pushes it).
+void headroom_section(std::ostringstream& o, const json& r) {
+  struct Row {
+    double used;
+    const json* g;
+    std::string out;
+    bool from_ratio;
+  };
+  std::vector<Row> rows;
+  for (auto& g : r["groups"]) {
+    Row x{-1, &g, "", false};
+    for (auto& [name, a] : g["outputs"].items()) {
+      bool fr = false;
+      const double v = headroom_value(a, fr);
+      if (v > x.used) x.used = v, x.out = name, x.from_ratio = fr;
+    }
+    if (x.used >= 0) rows.push_back(x);
+  }
+  if (rows.empty()) return;
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.used > b.used; });
+  o << "<h2>Headroom</h2><details><summary>Every op, impl, dtype and config (" << rows.size()
+    << " groups), closest to the edge first; the first screen has the largest per op and impl</summary><p class='note'>Per op, impl, dtypes and config: the largest share of an element's admissible "
+       "half-width that the output uses before its own final rounding (the distance from the reference to the near "
+       "edge of the output's rounding interval, over the contract's bound on that side), at the output where it is "
+       "largest, closest to the edge first. 0: every element is the correctly rounded value; above 1: outside the set, "
+       "a failure. The set is a proof over the arithmetic the contract declares, so a kernel computing exactly that "
+       "arithmetic never leaves it, yet reaches a share near 1 at its worst element wherever the bound is tight: an "
+       "intermediate rounded near a midpoint takes its whole half-ulp (elementwise ops, rope, the final roundings of "
+       "the norms). There 1 means kernel and contract agree exactly, not that the kernel is about to fail. Where the "
+       "bound is a worst case over a sum's roundings, rarely attained, a share approaching 1 says the kernel's "
+       "reduction error nears what its contract allows: that is the early warning. (The warning for a hand-set "
+       "tolerance is in the first table: the share of PyTorch's default allowance.) Red above 1. "
+       "Rows marked (ratio) come from result lines written before kverify recorded this share: they show the error "
+       "over the half-width, which reads 1 for a correctly rounded value.</p><table style='width:100%'><tr><th>op</th><th>impl</th>"
+       "<th>dtype</th><th>config</th><th>output</th><th>cases</th><th>share used</th><th style='width:14em'></th></tr>";
+  for (const Row& x : rows) {
+    const json& g = *x.g;
+    const char* col = x.used > 1 ? "#d62728" : "#5b8def";
+    const double w = std::isfinite(x.used) ? std::min(1.0, x.used) * 100 : 100;
+    o << "<tr><td>" << esc(g["op"]) << "</td><td>" << esc(g["impl"]) << "</td><td><span title='" << esc(g["dtypes"]) << "'>"
+      << esc(g["dtype"]) << "</span></td><td>" << esc(g["config"]) << "</td><td>" << esc(x.out) << "</td><td class='n'>"
+      << esc(num(g["cases"], 15)) << "</td><td" << (x.used > 1 ? " class='fail'" : "") << ">" << esc(num(x.used, 3))
+      << (x.from_ratio ? " <small>(ratio)</small>" : "") << "</td>"
+      << "<td><div class='bar' style='width:" << num(w, 4) << "%;background:" << col << "'></div></td></tr>";
+  }
+  o << "</table></details>\n";
+}
+
 void glance_section(std::ostringstream& o, const json& r) {
   o << "<section id='first-screen'>";
   banner(o, r);

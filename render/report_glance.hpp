@@ -16,4 +16,7 @@ double headroom_value(const nlohmann::json& output, bool& from_ratio);
 
 void glance_section(std::ostringstream& o, const nlohmann::json& report);
 
+/// The folded per-group headroom table (op, impl, dtype, config), closest to the edge first.
+void headroom_section(std::ostringstream& o, const nlohmann::json& report);
+
 }  // namespace kv
