@@ -39,6 +39,12 @@ Threshold row_threshold(const Case& c, std::vector<int64_t> values, std::string 
 void Registry::add(std::unique_ptr<OpBinding> op) { ops_.push_back(std::move(op)); }
 void Registry::add(std::unique_ptr<Impl> impl) { impls_.push_back(std::move(impl)); }
 
+bool Registry::remove_impl(const std::string& op, const std::string& name) {
+  const auto n = impls_.size();
+  std::erase_if(impls_, [&](const std::unique_ptr<Impl>& i) { return i->op() == op && i->name() == name; });
+  return impls_.size() != n;
+}
+
 const OpBinding& Registry::op(const std::string& name) const {
   std::vector<std::string> known;
   for (auto& o : ops_) {

@@ -199,6 +199,9 @@ class Registry {
  public:
   void add(std::unique_ptr<OpBinding> op);
   void add(std::unique_ptr<Impl> impl);
+  /// Drops the impl `name` of `op` if there is one (an in-process impl registered again);
+  /// whether there was.
+  bool remove_impl(const std::string& op, const std::string& name);
   /// Throws UsageError naming the known ops.
   const OpBinding& op(const std::string& name) const;
   const Impl& impl(const std::string& op, const std::string& name) const;

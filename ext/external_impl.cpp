@@ -55,6 +55,15 @@ class ExternalImpl : public Impl, public DeclaresAccepts {
   }
 
   void run(TensorSet& ts, const Case& c, const DeviceProfile&) const override {
+    nlohmann::json req = case_fields(c);
+    req["type"] = "run";
+    req["tensors"] = nlohmann::json::array();
+    for (auto& s : ts.slots)
+      req["tensors"].push_back({{"name", s.desc.name},
+                                {"role", s.role == Role::input ? "input" : "output"},
+                                {"dtype", dtype_name(s.desc.dtype)},
+                                {"shape", s.desc.shape}});
+    if (t_->run_in_place(req, ts)) return;
     static std::atomic<int64_t> seq{0};
     const std::string stem = (std::filesystem::path(io_dir_) / (std::to_string(getpid()) + "-" + std::to_string(++seq))).string();
     const std::string in = stem + "-in.safetensors", out = stem + "-out.safetensors";
@@ -67,20 +76,11 @@ class ExternalImpl : public Impl, public DeclaresAccepts {
       }
     } cleanup{in, out};
     std::map<std::string, StoredTensor> inputs;
-    nlohmann::json specs = nlohmann::json::array();
-    for (auto& s : ts.slots) {
-      specs.push_back({{"name", s.desc.name},
-                       {"role", s.role == Role::input ? "input" : "output"},
-                       {"dtype", dtype_name(s.desc.dtype)},
-                       {"shape", s.desc.shape}});
+    for (auto& s : ts.slots)
       if (s.role == Role::input) inputs[s.desc.name] = gather(s.view());
-    }
     write_safetensors(in, inputs, {{"case", c.str()}, {"kverify_protocol", std::to_string(kWorkerProtocol)}});
-    nlohmann::json req = case_fields(c);
-    req["type"] = "run";
     req["inputs"] = in;
     req["outputs"] = out;
-    req["tensors"] = specs;
     nlohmann::json a = t_->request(req);
     if (!a.value("ok", false)) {
       std::string why = a.contains("error") && a["error"].is_string() ? a["error"].get<std::string>() : a.dump();

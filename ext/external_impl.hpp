@@ -16,6 +16,13 @@ class ExternalTransport {
   virtual ~ExternalTransport() = default;
   /// One protocol request and its answer; throws ExternalError.
   virtual nlohmann::json request(const nlohmann::json& req) = 0;
+  /// A run request (`req` without its file names) served in this process on the case's
+  /// tensors as they lie (an impl in the calling process: capi/); false: this transport
+  /// takes the tensors through .safetensors files. Throws ExternalError.
+  virtual bool run_in_place(const nlohmann::json& req, TensorSet& ts) {
+    (void)req, (void)ts;
+    return false;
+  }
 };
 
 /// In the parent: the worker itself.

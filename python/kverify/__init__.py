@@ -1,0 +1,203 @@
+"""kverify in the calling process: check a Python impl of one of kverify's ops against its
+certified references under the numerics contract it declares.
+
+    import kverify
+    kverify.check(my_rms_norm, op="rms_norm.fwd", contract=MY_CONTRACT, dtypes=["fp32"], cases=200)
+
+runs kverify's curated cases for the op and `cases` generated ones (shapes at the impl's
+thresholds, odd sizes, value distributions), shrinks a failure to a minimal case and raises
+AssertionError with the reason, the worst element and its admissible interval, and the line
+that replays it (`kverify.replay`). The impl is fn(inputs, case) -> {output name: array}:
+inputs maps each input tensor's name to a numpy array (read only; bf16 arrives as float32),
+case holds the case's fields (op, shape, dtypes, attrs, attr_values, config, the replay
+line). Outputs are rounded to nearest-even to their dtype when written (bf16 through
+float32): make roundings that matter your own.
+"""
+
+import ctypes
+import json
+import os
+import re
+import tempfile
+import traceback
+
+from . import _arrays, _native
+
+__all__ = ["check", "replay", "report", "Results", "Unsupported", "CheckFailed"]
+
+
+class Unsupported(Exception):
+    """Raised by a contract function for a case the impl does not compute (kverify declines
+    the case, and the fuzzer draws another)."""
+
+
+class CheckFailed(AssertionError):
+    """A check that found failing or erroring cases; .results holds everything it ran."""
+
+    def __init__(self, message, results):
+        super().__init__(message)
+        self.results = results
+
+
+class Results:
+    """What a check ran: .counts ({verdict: cases}), .lines (every result line), .failures
+    (the shrunk failing cases' result lines), .results_path, .out."""
+
+    def __init__(self, answer, out):
+        self.out = out
+        self.code = answer.get("code", 2)
+        self.counts = answer.get("counts", {})
+        self.failures = answer.get("failures", [])
+        self.results_path = answer.get("results")
+        self.lines = []
+        if self.results_path and os.path.exists(self.results_path):
+            with open(self.results_path, encoding="utf-8") as f:
+                self.lines = [json.loads(l) for l in f if l.strip()]
+
+    @property
+    def cases(self):
+        return sum(self.counts.values())
+
+    def __repr__(self):
+        return f"Results({self.cases} cases: {self.counts}, out={self.out!r})"
+
+
+_alive = {}  # (op, impl) -> the ctypes callbacks kverify holds (kept from the collector)
+
+
+def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version):
+    notes = set()
+
+    def run(_user, case_json, tensors, n, err, err_len):
+        try:
+            case = json.loads(case_json)
+            result = fn(_arrays.inputs(tensors, n), case)
+            _arrays.write_outputs(tensors, n, result, notes)
+            return 0
+        except BaseException as e:  # noqa: BLE001: everything the impl raises becomes the case's error
+            tb = traceback.extract_tb(e.__traceback__)
+            where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+            _native.write_c_string(err, err_len, f"{type(e).__name__}: {e}{where}")
+            return 1
+
+    def contract_fn(_user, case_json, out, out_len):
+        try:
+            answer = {"contract": contract(json.loads(case_json))}
+        except Unsupported as e:
+            answer = {"unsupported": str(e) or "unsupported"}
+        except BaseException as e:  # noqa: BLE001
+            _native.write_c_string(out, out_len, f"contract function: {type(e).__name__}: {e}")
+            return 1
+        _native.write_c_string(out, out_len, json.dumps(answer))
+        return 0
+
+    decl = {"op": op, "impl": impl, "device": "host", "version": version or getattr(fn, "__qualname__", "python"),
+            "knobs": knobs or {}, "contract": None if callable(contract) else contract}
+    accepts = {}
+    if dtypes is not None:
+        accepts["dtypes"] = list(dtypes) if not isinstance(dtypes, dict) else dtypes
+    if attrs is not None:
+        accepts["attrs"] = {k: [str(x) for x in (v if isinstance(v, (list, tuple)) else [v])] for k, v in attrs.items()}
+    if layouts is not None:
+        accepts["layouts"] = list(layouts)
+    if accepts:
+        decl["accepts"] = accepts
+    cbs = (_native.RUN_FN(run),
+           _native.CONTRACT_FN(contract_fn) if callable(contract) else ctypes.cast(None, _native.CONTRACT_FN))
+    err = _native.take(_native.lib().kvc_register(json.dumps(decl).encode(), cbs[0], cbs[1], None))
+    if err:
+        raise ValueError(err)
+    _alive[(op, impl)] = cbs
+    return notes
+
+
+def _impl_name(fn, impl):
+    name = impl or getattr(fn, "__name__", "python")
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _worst(line):
+    """The failing output's worst element, with its admissible interval, in words."""
+    for name, o in (line.get("outputs") or {}).items():
+        if not o.get("n_fail"):
+            continue
+        b = o.get("bound", {})
+        at = ", ".join(str(i) for i in o.get("worst_coords", []))
+        return (f"worst element {name}[{at}] = {b.get('out')}, admissible [{b.get('admissible_lo')}, "
+                f"{b.get('admissible_hi')}] around the reference {b.get('v')} (contract half-width "
+                f"{b.get('contract_half_width')}); {o.get('n_fail')} of {o.get('n')} elements of {name} fail")
+    return "no element outside its set (the case errs: see the reason)"
+
+
+def _message(op, impl, res):
+    head = f"kverify: {op} impl '{impl}': {res.counts.get('fail', 0) + res.counts.get('error', 0)} of {res.cases} cases fail or err"
+    parts = [head]
+    for f in res.failures[:3]:
+        shrink = f.get("shrink", {})
+        parts += [f"  {f.get('verdict')}: {f.get('reason', '')}",
+                  f"    {_worst(f)}",
+                  f"    shrunk in {shrink.get('runs', 0)} runs from {f.get('original', {}).get('case', f.get('case'))}",
+                  f"    replay: kverify.replay(fn, {f.get('case')!r}, ...)  or  pytest --kverify-replay '{f.get('case')}'"]
+    if len(res.failures) > 3:
+        parts.append(f"  ... {len(res.failures) - 3} more in {res.out}/failures.jsonl")
+    parts.append(f"  results: {res.results_path}")
+    return "\n".join(parts)
+
+
+def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None, knobs=None, cases=None,
+          budget=None, seed=0, max_elements=None, curated="builtin", max_shrink_runs=200, out=None, version=None,
+          raise_on_failure=True):
+    """Checks fn as an impl of op. contract: the numerics contract (a dict, or a function of the
+    case returning one that may raise Unsupported; see examples/worker/PROTOCOL.md, Contracts).
+    dtypes, attrs, layouts: what the impl accepts (the generator draws only these). cases: how
+    many generated cases (default 100 unless budget); budget: seconds to keep drawing. out: the
+    campaign directory (default: a fresh temporary one). Returns Results; raises CheckFailed
+    (an AssertionError) when a case fails or errs, ValueError for bad arguments."""
+    impl = _impl_name(fn, impl)
+    notes = _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version)
+    if out is None:
+        out = tempfile.mkdtemp(prefix=f"kverify-{op}-{impl}-")
+    opts = {"op": op, "impl": impl, "out": os.fspath(out), "seed": int(seed), "curated": curated,
+            "max_shrink_runs": int(max_shrink_runs)}
+    if cases is not None:
+        opts["cases"] = int(cases)
+    if budget is not None:
+        opts["seconds"] = float(budget)
+    if max_elements is not None:
+        opts["max_elements"] = int(max_elements)
+    answer = _native.call_json(_native.lib().kvc_check, json.dumps(opts).encode())
+    if answer.get("code") == 2:
+        raise ValueError(f"kverify: {answer.get('error')}")
+    res = Results(answer, os.fspath(out))
+    res.notes = sorted(notes)
+    if res.cases == 0:
+        raise CheckFailed(f"kverify: {op} impl '{impl}': no case ran (every case was declined): a check that "
+                          "checked nothing does not pass", res)
+    if raise_on_failure and res.code != 0:
+        raise CheckFailed(_message(op, impl, res), res)
+    return res
+
+
+def replay(fn, case_line, *, contract, impl=None, dtypes=None, attrs=None, layouts=None, knobs=None, version=None,
+           raise_on_failure=True):
+    """Runs one case (the line a failure printed) on fn; returns its result line, raises
+    CheckFailed when it fails or errs."""
+    m = re.search(r"\bop=(\S+)", case_line)
+    mi = re.search(r"\bimpl=(\S+)", case_line)
+    if not m or not mi:
+        raise ValueError(f"not a kverify case line: {case_line!r}")
+    impl = impl or mi.group(1)
+    _register(fn, m.group(1), impl, contract, dtypes, attrs, layouts, knobs, version)
+    line = _native.call_json(_native.lib().kvc_replay, case_line.encode(), b"{}")
+    if raise_on_failure and line.get("verdict") in ("fail", "error"):
+        res = Results({"code": 1, "counts": {line["verdict"]: 1}, "failures": [line]}, None)
+        raise CheckFailed(_message(m.group(1), impl, res), res)
+    return line
+
+
+def report(results_path, out_dir, title="kverify"):
+    """report.html, report.json and junit.xml in out_dir from a results.jsonl."""
+    err = _native.take(_native.lib().kvc_report(os.fspath(results_path).encode(), os.fspath(out_dir).encode(),
+                                                title.encode()))
+    if err:
+        raise ValueError(err)
