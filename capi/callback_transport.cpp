@@ -12,7 +12,7 @@ nlohmann::json CallbackTransport::request(const nlohmann::json& req) {
   const std::string type = req.value("type", "");
   if (type != "contract") throw ExternalError("an in-process impl got a '" + type + "' request");
   if (!contract_) throw ExternalError("the impl declared no contract and no contract function");
-  std::string out(1 << 16, '\0');
+  std::string out(1 << 20, '\0');
   const int rc = contract_(user_, req.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), out.data(),
                            out.size());
   out.resize(std::strlen(out.c_str()));

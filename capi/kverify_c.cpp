@@ -3,6 +3,8 @@
 // case-running child process: the impl lives in this one), reports written from results.
 #include "kverify/kverify_c.h"
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include "check/results.hpp"
 #include "cli/common.hpp"
 #include "cli/report_files.hpp"
+#include "core/child_io.hpp"
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "fuzz/campaign.hpp"
@@ -63,6 +66,23 @@ kv::CampaignOptions campaign_options(const json& o, const kv::RunEnv& env) {
   return co;
 }
 
+/// The caller's SIGINT and SIGTERM handling, kept while a campaign installs its own (which
+/// record the signal and wind the campaign down) and given back after it; the recorded
+/// signal is cleared on both sides, so one Ctrl-C does not stop every later campaign.
+struct CallerSignals {
+  struct sigaction int_{}, term_{};
+  CallerSignals() {
+    sigaction(SIGINT, nullptr, &int_);
+    sigaction(SIGTERM, nullptr, &term_);
+    kv::clear_stop_signal();
+  }
+  ~CallerSignals() {
+    sigaction(SIGINT, &int_, nullptr);
+    sigaction(SIGTERM, &term_, nullptr);
+    kv::clear_stop_signal();
+  }
+};
+
 json check(const json& o) {
   kv::RunEnv env = env_of(o);
   kv::CampaignOptions co = campaign_options(o, env);
@@ -73,7 +93,12 @@ json check(const json& o) {
   kv::CampaignIO io;
   io.run = [&](const kv::Case& c) { return kv::run_case(c.str(), env, cache); };
   io.refused = [&](const kv::Case& c) { return kv::registry().impl(c.op, c.impl).refusal(c, env.device.profile); };
-  const int code = kv::run_campaign(co, io);
+  int code = 0, stopped = 0;
+  {
+    CallerSignals keep;
+    code = kv::run_campaign(co, io);
+    stopped = kv::stop_signal();
+  }
   const std::string results = (std::filesystem::path(co.out) / "results.jsonl").string();
   std::map<std::string, int64_t> counts;
   for (auto& j : kv::read_results(results)) ++counts[j.value("verdict", "error")];
@@ -81,11 +106,18 @@ json check(const json& o) {
   json failures = json::array();
   for (auto& f : kv::read_results((std::filesystem::path(co.out) / "failures.jsonl").string())) {
     json line = kv::run_case(f.value("case", ""), env, cache);
+    const std::string v = line.value("verdict", "");
+    if (v != f.value("verdict", "")) {  // the impl answers this case differently run to run
+      line["reason"] = f.value("reason", "") + " (a rerun of this case gave " + v + ": the impl is not deterministic)";
+      line["verdict"] = f.value("verdict", "");
+    }
     line["shrink"] = f.value("shrink", json::object());
     line["original"] = f.value("original", json::object());
     failures.push_back(line);
   }
-  return {{"code", code}, {"results", results}, {"counts", counts}, {"failures", failures}, {"run_id", env.run_id}};
+  json a = {{"code", code}, {"results", results}, {"counts", counts}, {"failures", failures}, {"run_id", env.run_id}};
+  if (stopped) a["interrupted"] = stopped;
+  return a;
 }
 
 }  // namespace
@@ -99,9 +131,6 @@ char* kvc_register(const char* decl_json, kvc_run_fn run, kvc_contract_fn contra
     init();
     if (!run) return dup(std::string("kvc_register: no run function"));
     json d = json::parse(decl_json);
-    if (d.value("device", "") != "host")
-      return dup("kvc_register: impl " + d.value("impl", "") + ": device must be host in this version (a GPU impl: the worker "
-                 "protocol, examples/worker)");
     kv::registry().remove_impl(d.value("op", ""), d.value("impl", ""));
     kv::register_external(kv::registry(), json::array({d}), std::make_shared<kv::CallbackTransport>(run, contract, user), "");
     return nullptr;
@@ -126,6 +155,12 @@ char* kvc_replay(const char* case_line, const char* options_json) {
     init();
     json o = options_json && *options_json ? json::parse(options_json) : json::object();
     kv::RunEnv env = env_of(o);
+    try {
+      kv::Case c = kv::Case::parse(case_line);
+      kv::registry().normalize(c);
+    } catch (const std::exception& e) {
+      return dup(json{{"usage_error", std::string(e.what())}});
+    }
     kv::RefCache cache;
     return dup(kv::run_case(case_line, env, cache));
   } catch (const std::exception& e) {

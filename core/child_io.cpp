@@ -31,6 +31,8 @@ void install_stop_handlers() {
 
 int stop_signal() { return g_stop; }
 
+void clear_stop_signal() { g_stop = 0; }
+
 std::string stop_signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal " + std::to_string(sig); }
 
 LineWait next_line(int fd, std::string& pending, std::chrono::steady_clock::time_point deadline, std::string& line) {

@@ -17,6 +17,8 @@ enum class LineWait { line, timeout, closed, interrupted };
 void install_stop_handlers();
 /// The stop signal received (SIGINT, SIGTERM), or 0.
 int stop_signal();
+/// Forgets a recorded stop signal (a library caller's next campaign starts afresh).
+void clear_stop_signal();
 /// Thrown where a stop request abandons the case in flight; caught where the finished
 /// results are summarized. Exit code 128 + signal (130 for SIGINT, 143 for SIGTERM).
 struct Interrupted {

@@ -11,15 +11,23 @@ that replays it (`kverify.replay`). The impl is fn(inputs, case) -> {output name
 inputs maps each input tensor's name to a numpy array (read only; bf16 arrives as float32),
 case holds the case's fields (op, shape, dtypes, attrs, attr_values, config, the replay
 line). Outputs are rounded to nearest-even to their dtype when written (bf16 through
-float32): make roundings that matter your own.
+float32): make roundings that matter your own. The inputs are copies, yours to keep.
+
+The impl runs in this process: a crash in it (a segfault, a write past a buffer) ends the
+process, keeping the result lines written so far; for containment run it through kverify's
+worker protocol (examples/worker). Checks in one process run one at a time (a lock).
 """
 
 import ctypes
 import json
+import math
 import os
 import re
+import signal
 import tempfile
+import threading
 import traceback
+import warnings
 
 from . import _arrays, _native
 
@@ -63,18 +71,34 @@ class Results:
 
 
 _alive = {}  # (op, impl) -> the ctypes callbacks kverify holds (kept from the collector)
+_lock = threading.RLock()  # one check at a time: kverify's registry of impls is the process's
+_pending = []  # a KeyboardInterrupt or SystemExit the impl raised, raised again after the check
+_campaign = [False]  # a campaign runs (its SIGINT handler winds it down)
 
 
-def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version):
+def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device="host"):
     notes = set()
+    if device not in ("host", "cuda"):
+        raise ValueError(f"device must be host (numpy arrays) or cuda (torch tensors), not {device!r}")
+    if device == "cuda":
+        from . import _torch as io
+    else:
+        io = _arrays
 
     def run(_user, case_json, tensors, n, err, err_len):
         try:
             case = json.loads(case_json)
-            result = fn(_arrays.inputs(tensors, n), case)
-            _arrays.write_outputs(tensors, n, result, notes)
+            result = fn(io.inputs(tensors, n), case)
+            io.write_outputs(tensors, n, result, notes)
             return 0
-        except BaseException as e:  # noqa: BLE001: everything the impl raises becomes the case's error
+        except (KeyboardInterrupt, SystemExit) as e:
+            # Stop the campaign (its handler records the signal) and raise it again after it.
+            _pending.append(e)
+            if _campaign[0]:
+                os.kill(os.getpid(), signal.SIGINT)
+            _native.write_c_string(err, err_len, f"interrupted: {type(e).__name__} in the impl")
+            return 1
+        except BaseException as e:  # noqa: BLE001: everything else the impl raises becomes the case's error
             tb = traceback.extract_tb(e.__traceback__)
             where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
             _native.write_c_string(err, err_len, f"{type(e).__name__}: {e}{where}")
@@ -82,20 +106,21 @@ def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version):
 
     def contract_fn(_user, case_json, out, out_len):
         try:
-            answer = {"contract": contract(json.loads(case_json))}
-        except Unsupported as e:
-            answer = {"unsupported": str(e) or "unsupported"}
+            try:
+                answer = {"contract": contract(json.loads(case_json))}
+            except Unsupported as e:
+                answer = {"unsupported": str(e) or "unsupported"}
+            _native.write_c_string(out, out_len, json.dumps(answer, default=_plain))
+            return 0
         except BaseException as e:  # noqa: BLE001
             _native.write_c_string(out, out_len, f"contract function: {type(e).__name__}: {e}")
             return 1
-        _native.write_c_string(out, out_len, json.dumps(answer))
-        return 0
 
-    decl = {"op": op, "impl": impl, "device": "host", "version": version or getattr(fn, "__qualname__", "python"),
+    decl = {"op": op, "impl": impl, "device": device, "version": version or getattr(fn, "__qualname__", "python"),
             "knobs": knobs or {}, "contract": None if callable(contract) else contract}
     accepts = {}
     if dtypes is not None:
-        accepts["dtypes"] = list(dtypes) if not isinstance(dtypes, dict) else dtypes
+        accepts["dtypes"] = [dtypes] if isinstance(dtypes, str) else list(dtypes) if not isinstance(dtypes, dict) else dtypes
     if attrs is not None:
         accepts["attrs"] = {k: [str(x) for x in (v if isinstance(v, (list, tuple)) else [v])] for k, v in attrs.items()}
     if layouts is not None:
@@ -109,6 +134,35 @@ def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version):
         raise ValueError(err)
     _alive[(op, impl)] = cbs
     return notes
+
+
+def _plain(v):
+    """numpy scalars and arrays in a contract, as JSON numbers and lists."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError(f"{type(v).__name__} is not JSON")
+
+
+def _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements):
+    """Arguments checked before anything runs: one ValueError naming the argument."""
+    if not callable(fn):
+        raise ValueError(f"fn must be callable, not {type(fn).__name__}")
+    if not isinstance(op, str) or not op:
+        raise ValueError(f"op must be an op name like 'rms_norm.fwd', not {op!r}")
+    if not (callable(contract) or isinstance(contract, dict)):
+        raise ValueError(f"contract must be a dict or a function of the case, not {type(contract).__name__}")
+    if dtypes is not None and not isinstance(dtypes, (list, tuple, dict, str)):
+        raise ValueError(f"dtypes must be a list of dtype names (or a dict per tensor), not {type(dtypes).__name__}")
+    if attrs is not None and not isinstance(attrs, dict):
+        raise ValueError(f"attrs must map attribute names to accepted values, not {type(attrs).__name__}")
+    if cases is not None and (isinstance(cases, bool) or not isinstance(cases, int) or cases < 0):
+        raise ValueError(f"cases must be a whole number >= 0, not {cases!r}")
+    if budget is not None and (not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget <= 0):
+        raise ValueError(f"budget must be a finite number of seconds above 0, not {budget!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be a whole number in [0, 2^64), not {seed!r}")
+    if max_elements is not None and (isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 1):
+        raise ValueError(f"max_elements must be a whole number >= 1, not {max_elements!r}")
 
 
 def _impl_name(fn, impl):
@@ -146,52 +200,85 @@ def _message(op, impl, res):
 
 def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None, knobs=None, cases=None,
           budget=None, seed=0, max_elements=None, curated="builtin", max_shrink_runs=200, out=None, version=None,
-          raise_on_failure=True):
+          device="host", raise_on_failure=True):
     """Checks fn as an impl of op. contract: the numerics contract (a dict, or a function of the
     case returning one that may raise Unsupported; see examples/worker/PROTOCOL.md, Contracts).
     dtypes, attrs, layouts: what the impl accepts (the generator draws only these). cases: how
     many generated cases (default 100 unless budget); budget: seconds to keep drawing. out: the
-    campaign directory (default: a fresh temporary one). Returns Results; raises CheckFailed
+    campaign directory (default: a fresh temporary one). device: host (fn gets numpy arrays) or
+    cuda (torch tensors on the GPU; kverify runs as on that GPU). Returns Results; raises CheckFailed
     (an AssertionError) when a case fails or errs, ValueError for bad arguments."""
+    _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements)
     impl = _impl_name(fn, impl)
-    notes = _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version)
     if out is None:
         out = tempfile.mkdtemp(prefix=f"kverify-{op}-{impl}-")
-    opts = {"op": op, "impl": impl, "out": os.fspath(out), "seed": int(seed), "curated": curated,
+    if os.path.exists(os.path.join(out, "campaign.json")):
+        raise ValueError(f"out={os.fspath(out)!r} already holds a campaign: give a new directory or remove it")
+    opts = {"op": op, "impl": impl, "out": os.fspath(out), "seed": seed, "curated": curated, "device": device,
             "max_shrink_runs": int(max_shrink_runs)}
     if cases is not None:
-        opts["cases"] = int(cases)
+        opts["cases"] = cases
     if budget is not None:
         opts["seconds"] = float(budget)
     if max_elements is not None:
-        opts["max_elements"] = int(max_elements)
-    answer = _native.call_json(_native.lib().kvc_check, json.dumps(opts).encode())
+        opts["max_elements"] = max_elements
+    with _lock:
+        notes = _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device)
+        del _pending[:]
+        _campaign[0] = True
+        try:
+            answer = _native.call_json(_native.lib().kvc_check, json.dumps(opts).encode())
+        finally:
+            _campaign[0] = False
+        if _pending:
+            raise _pending.pop()
+    if answer.get("interrupted") == signal.SIGINT:
+        raise KeyboardInterrupt(f"kverify: check of {op} impl '{impl}' interrupted (results so far: {out})")
+    if answer.get("interrupted"):
+        os.kill(os.getpid(), answer["interrupted"])  # the caller's own handling of the signal (SIGTERM)
     if answer.get("code") == 2:
         raise ValueError(f"kverify: {answer.get('error')}")
     res = Results(answer, os.fspath(out))
     res.notes = sorted(notes)
-    if res.cases == 0:
-        raise CheckFailed(f"kverify: {op} impl '{impl}': no case ran (every case was declined): a check that "
-                          "checked nothing does not pass", res)
+    for n in res.notes:
+        warnings.warn(f"kverify: {op} impl '{impl}': {n}", stacklevel=2)
+    bad = res.counts.get("fail", 0) + res.counts.get("error", 0)
+    if raise_on_failure and bad:
+        raise CheckFailed(_message(op, impl, res), res)
+    if res.counts.get("pass", 0) == 0:  # always: a check that verified nothing is no pass
+        raise CheckFailed(f"kverify: {op} impl '{impl}': no case was verified ({res.counts or 'none ran'}): a check "
+                          "that checked nothing does not pass", res)
     if raise_on_failure and res.code != 0:
         raise CheckFailed(_message(op, impl, res), res)
     return res
 
 
 def replay(fn, case_line, *, contract, impl=None, dtypes=None, attrs=None, layouts=None, knobs=None, version=None,
-           raise_on_failure=True):
+           device="host", raise_on_failure=True):
     """Runs one case (the line a failure printed) on fn; returns its result line, raises
     CheckFailed when it fails or errs."""
+    m = re.search(r"'(kv1 [^']*)'", case_line)  # the `kverify replay '...' --device ...` form, pasted whole
+    if m:
+        case_line = m.group(1)
     m = re.search(r"\bop=(\S+)", case_line)
     mi = re.search(r"\bimpl=(\S+)", case_line)
-    if not m or not mi:
-        raise ValueError(f"not a kverify case line: {case_line!r}")
+    if not case_line.startswith("kv1 ") or not m or not mi:
+        raise ValueError(f"not a kverify case line (kv1 op=... impl=... ...): {case_line!r}")
     impl = impl or mi.group(1)
-    _register(fn, m.group(1), impl, contract, dtypes, attrs, layouts, knobs, version)
-    line = _native.call_json(_native.lib().kvc_replay, case_line.encode(), b"{}")
-    if raise_on_failure and line.get("verdict") in ("fail", "error"):
-        res = Results({"code": 1, "counts": {line["verdict"]: 1}, "failures": [line]}, None)
-        raise CheckFailed(_message(m.group(1), impl, res), res)
+    with _lock:
+        _register(fn, m.group(1), impl, contract, dtypes, attrs, layouts, knobs, version, device)
+        del _pending[:]
+        line = _native.call_json(_native.lib().kvc_replay, case_line.encode(), json.dumps({"device": device}).encode())
+        if _pending:
+            raise _pending.pop()
+    if "usage_error" in line:
+        raise ValueError(f"kverify: {line['usage_error']}")
+    if raise_on_failure and line.get("verdict") != "pass":
+        res = Results({"code": 1, "counts": {line.get("verdict", "error"): 1}, "failures": [line]}, None)
+        if line.get("verdict") in ("fail", "error"):
+            raise CheckFailed(_message(m.group(1), impl, res), res)
+        raise CheckFailed(f"kverify: {m.group(1)} impl '{impl}': the case was {line.get('verdict')}, not verified: "
+                          f"{line.get('reason', '')}", res)
     return line
 
 

@@ -37,19 +37,15 @@ def f32_to_bf16(x):
 
 
 def inputs(tensors, n):
-    """{name: array} of the inputs: fp32, fp16, i32 read-only views; bf16 as float32 copies."""
+    """{name: array} of the inputs, copies (kverify's buffers go when the case ends): fp32,
+    fp16, i32 as they are, bf16 as float32."""
     out = {}
     for i in range(n):
         t = tensors[i]
         if t.role != 0:
             continue
         a = _view(t)
-        if t.dtype == b"bf16":
-            a = bf16_to_f32(a)
-        else:
-            a = a.view()
-            a.flags.writeable = False
-        out[t.name.decode()] = a
+        out[t.name.decode()] = bf16_to_f32(a) if t.dtype == b"bf16" else np.array(a)
     return out
 
 
@@ -57,6 +53,10 @@ def write_outputs(tensors, n, result, notes):
     """The impl's returned {name: array-like} into kverify's output tensors."""
     if not isinstance(result, dict):
         raise TypeError(f"the impl returned {type(result).__name__}, not a dict of output arrays")
+    names = {tensors[i].name.decode() for i in range(n) if tensors[i].role == 1}
+    if set(result) - names:
+        raise KeyError(f"the impl returned {sorted(set(result) - names)}, which the case has no output of (its outputs: "
+                       f"{sorted(names)})")
     for i in range(n):
         t = tensors[i]
         if t.role != 1:
@@ -64,7 +64,11 @@ def write_outputs(tensors, n, result, notes):
         name, dt = t.name.decode(), t.dtype.decode()
         if name not in result:
             raise KeyError(f"the impl returned no output '{name}' (it returned {sorted(result)})")
+        if isinstance(result[name], np.ma.MaskedArray):
+            raise TypeError(f"output {name} is a masked array: every element must hold a value")
         v = np.asarray(result[name])
+        if v.dtype.kind not in "fiu":
+            raise TypeError(f"output {name} has dtype {v.dtype}: not a real number type")
         dst = _view(t)
         if v.size != dst.size:
             raise ValueError(f"output {name}: {v.size} elements, the case wants {dst.size} (shape {list(dst.shape)})")

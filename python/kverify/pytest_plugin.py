@@ -11,6 +11,9 @@ the generated cases of every check: 0.1 for a quick run, 10 for a nightly one),
 that op and impl run that one case alone, the others are skipped).
 """
 
+import hashlib
+import itertools
+import math
 import os
 import re
 import shutil
@@ -34,6 +37,14 @@ def pytest_configure(config):
     config._kverify = _Session(config)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    s = getattr(session.config, "_kverify", None)
+    if s is not None and s.replay and s.replayed == 0:
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            f"kverify: --kverify-replay matched no check (its op and impl): {s.replay}", red=True)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
 def pytest_unconfigure(config):
     s = getattr(config, "_kverify", None)
     if s is not None:
@@ -46,17 +57,30 @@ class _Session:
         self.budget = config.getoption("--kverify-budget")
         self.seed = config.getoption("--kverify-seed")
         self.replay = config.getoption("--kverify-replay")
-        if self.budget is not None and not self.budget > 0:
-            raise pytest.UsageError(f"--kverify-budget must be above 0, not {self.budget}")
+        if not (self.budget > 0 and math.isfinite(self.budget)):
+            raise pytest.UsageError(f"--kverify-budget must be a finite number above 0, not {self.budget}")
+        if self.replay is not None:
+            m = re.search(r"'(kv1 [^']*)'", self.replay)  # the `kverify replay '...'` form, pasted whole
+            self.replay = m.group(1) if m else self.replay.strip()
+            if not re.match(r"kv1 op=\S+ impl=\S+ ", self.replay + " "):
+                raise pytest.UsageError(f"--kverify-replay wants the line a failure printed, 'kv1 op=... impl=... ...', "
+                                        f"not {self.replay!r}")
+        self.replayed = 0
         self.results = []
+        self.serial = itertools.count()
         if self.out:
+            if os.path.exists(self.out) and not os.path.isdir(self.out):
+                raise pytest.UsageError(f"--kverify-out {self.out}: not a directory")
             os.makedirs(self.out, exist_ok=True)
 
     def campaign_dir(self, nodeid, op, impl):
+        """One directory per check of the session: the test's name (shortened), a hash of its
+        whole id, the op and impl, and the check's number in the session."""
         base = os.path.join(self.out, "checks") if self.out else tempfile.mkdtemp(prefix="kverify-")
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{nodeid}-{op}-{impl}")[-150:]
+        tag = hashlib.sha1(nodeid.encode()).hexdigest()[:10]
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[-60:] + f"-{tag}-{op}-{impl}-{next(self.serial)}"
         d = os.path.join(base, name)
-        shutil.rmtree(d, ignore_errors=True)  # a campaign directory holds one campaign
+        shutil.rmtree(d, ignore_errors=True)  # left by an earlier session
         return d
 
     def finish(self):
@@ -87,7 +111,8 @@ def kverify_check(request):
         if s.replay:
             if f" op={o['op']} " not in f" {s.replay} " or f" impl={impl} " not in f" {s.replay} ":
                 pytest.skip(f"--kverify-replay runs {s.replay.split()[1:3]} alone")
-            keep = {k: v for k, v in o.items() if k in ("contract", "dtypes", "attrs", "layouts", "knobs", "version")}
+            keep = {k: v for k, v in o.items() if k in ("contract", "dtypes", "attrs", "layouts", "knobs", "version", "device")}
+            s.replayed += 1
             return kverify.replay(fn, s.replay, impl=impl, **keep)
         o["cases"] = max(1, round(o.get("cases", 100) * s.budget))
         if s.seed is not None:

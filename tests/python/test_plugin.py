@@ -47,3 +47,19 @@ def test_session_files_and_a_failure_with_its_replay_line(pytester):
     line = re.search(r"--kverify-replay '([^']+)'", text).group(1)
     again = _run(pytester, f"--kverify-replay={line}")
     again.assert_outcomes(failed=1, skipped=1)
+
+
+def test_a_replay_line_that_matches_nothing_is_a_usage_error_not_a_green_run(pytester):
+    garbage = _run(pytester, "--kverify-replay=garbage")
+    assert garbage.ret == 4, garbage.stdout.str()[-1500:]  # pytest's usage error
+    typo = _run(pytester, "--kverify-replay=kv1 op=rms_norm.fwd impl=rms_norm_typo config= shape=1x1 seed=1 gen=1")
+    assert typo.ret == 4, typo.stdout.str()[-1500:]
+    assert "matched no check" in typo.stdout.str()
+
+
+def test_out_that_is_a_file_is_a_usage_error(pytester):
+    f = pytester.path / "afile"
+    f.write_text("x")
+    r = _run(pytester, f"--kverify-out={f}")
+    assert r.ret == 4
+    assert "not a directory" in r.stderr.str() + r.stdout.str()
