@@ -10,5 +10,6 @@ cmake --build --preset release -j "$(nproc)" >&2
 rm -rf .dist && mkdir -p .dist
 cp build/release/kverify build/release/kverify-refbench build/release/kverify-kernelbench build/release/tests/kverify-testbin build/release/tests/kv_tests .dist/
 cp build/release/examples/plugin/libkverify_example_plugin.so build/release/examples/plugin/libkverify_bad_abi_plugin.so .dist/
+cp build/release/libkverify_c.so .dist/  # the Python package's library (KVERIFY_LIB)
 cp -L /usr/lib/x86_64-linux-gnu/libtbb.so.12 .dist/
 ls -la .dist >&2
