@@ -49,10 +49,11 @@ def inputs(tensors, n):
     return out
 
 
-def write_outputs(tensors, n, result, notes):
-    """The impl's returned {name: array-like} into kverify's output tensors."""
+def outputs(tensors, n, result, kind):
+    """(kvc_tensor, name, dtype, value) per output of the case, the impl's result checked: a
+    dict holding every output and nothing else."""
     if not isinstance(result, dict):
-        raise TypeError(f"the impl returned {type(result).__name__}, not a dict of output arrays")
+        raise TypeError(f"the impl returned {type(result).__name__}, not a dict of output {kind}")
     names = {tensors[i].name.decode() for i in range(n) if tensors[i].role == 1}
     if set(result) - names:
         raise KeyError(f"the impl returned {sorted(set(result) - names)}, which the case has no output of (its outputs: "
@@ -61,12 +62,18 @@ def write_outputs(tensors, n, result, notes):
         t = tensors[i]
         if t.role != 1:
             continue
-        name, dt = t.name.decode(), t.dtype.decode()
+        name = t.name.decode()
         if name not in result:
             raise KeyError(f"the impl returned no output '{name}' (it returned {sorted(result)})")
-        if isinstance(result[name], np.ma.MaskedArray):
+        yield t, name, t.dtype.decode(), result[name]
+
+
+def write_outputs(tensors, n, result, notes):
+    """The impl's returned {name: array-like} into kverify's output tensors."""
+    for t, name, dt, value in outputs(tensors, n, result, "arrays"):
+        if isinstance(value, np.ma.MaskedArray):
             raise TypeError(f"output {name} is a masked array: every element must hold a value")
-        v = np.asarray(result[name])
+        v = np.asarray(value)
         if v.dtype.kind not in "fiu":
             raise TypeError(f"output {name} has dtype {v.dtype}: not a real number type")
         dst = _view(t)

@@ -38,17 +38,8 @@ def write_outputs(tensors, n, result, notes):
     import torch
 
     dt = _dtypes(torch)
-    if not isinstance(result, dict):
-        raise TypeError(f"the impl returned {type(result).__name__}, not a dict of output tensors")
     torch.cuda.synchronize()
-    for i in range(n):
-        t = tensors[i]
-        if t.role != 1:
-            continue
-        name, want = t.name.decode(), t.dtype.decode()
-        if name not in result:
-            raise KeyError(f"the impl returned no output '{name}' (it returned {sorted(result)})")
-        v = result[name]
+    for t, name, want, v in _arrays.outputs(tensors, n, result, "tensors"):
         if not isinstance(v, torch.Tensor):
             raise TypeError(f"output {name} is {type(v).__name__}, not a torch tensor")
         dst = _arrays._view(t)
