@@ -10,6 +10,7 @@ cmake --build --preset release -j "$(nproc)" >&2
 rm -rf .dist && mkdir -p .dist
 cp build/release/kverify build/release/kverify-refbench build/release/kverify-kernelbench build/release/tests/kverify-testbin build/release/tests/kv_tests .dist/
 cp build/release/examples/plugin/libkverify_example_plugin.so build/release/examples/plugin/libkverify_bad_abi_plugin.so .dist/
-cp build/release/libkverify_c.so .dist/  # the Python package's library (KVERIFY_LIB)
+cp build/release/libkverify_c.so .dist/  # the Python package's library (KVERIFY_LIB), with the
+cp -L /usr/lib/x86_64-linux-gnu/libmpfr.so.6 /usr/lib/x86_64-linux-gnu/libgmp.so.10 .dist/  # MPFR it takes shared
 cp -L /usr/lib/x86_64-linux-gnu/libtbb.so.12 .dist/
 ls -la .dist >&2
