@@ -13,6 +13,7 @@ import sys
 import torch
 
 import kverify
+import swiglu
 from rms_norm import ACCEPTS, contract, liger_rms_norm_fwd
 
 
@@ -32,6 +33,13 @@ def main():
         summary["liger_rms_norm_fwd"] = {"counts": res.counts}
     except kverify.CheckFailed as e:
         summary["liger_rms_norm_fwd"] = {"counts": e.results.counts, "message": str(e)}
+        code = 1
+    try:
+        res = kverify.check(swiglu.liger_swiglu_fwd, op="swiglu.fwd", contract=swiglu.contract, cases=cases,
+                            device="cuda", out=f"{out}/liger-swiglu-fwd", **swiglu.ACCEPTS)
+        summary["liger_swiglu_fwd"] = {"counts": res.counts}
+    except kverify.CheckFailed as e:
+        summary["liger_swiglu_fwd"] = {"counts": e.results.counts, "message": str(e)}
         code = 1
     try:
         res = kverify.check(eps_outside, op="rms_norm.fwd", contract=contract, cases=20, device="cuda",
