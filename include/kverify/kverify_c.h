@@ -56,7 +56,8 @@ char* kvc_register(const char* decl_json, kvc_run_fn run, kvc_contract_fn contra
 
 /* Runs a campaign in this process: the curated tier, then generated cases, failures shrunk.
  * options_json: {"op", "impl", "out" (directory), "cases" (generated cases) or "seconds",
- * "seed", "max_elements", "curated" ("builtin" | "none" | a file), "max_shrink_runs",
+ * "seed", "max_elements", "shard" ("i/N": the generated indices i mod N, for parallel
+ * processes joined by `kverify merge`), "curated" ("builtin" | "none" | a file), "max_shrink_runs",
  * "contract" ("declared" | "audited"), "device" ("host")}. Returns malloc'd JSON:
  * {"code": 0|1|2, "error": "..." (code 2: bad options), "results": path, "counts": {...},
  * "failures": [result lines of the failing cases, shrunk]}. */

@@ -200,13 +200,15 @@ def _message(op, impl, res):
 
 def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None, knobs=None, cases=None,
           budget=None, seed=0, max_elements=None, curated="builtin", max_shrink_runs=200, out=None, version=None,
-          device="host", raise_on_failure=True):
+          device="host", shard=None, raise_on_failure=True):
     """Checks fn as an impl of op. contract: the numerics contract (a dict, or a function of the
     case returning one that may raise Unsupported; see examples/worker/PROTOCOL.md, Contracts).
     dtypes, attrs, layouts: what the impl accepts (the generator draws only these). cases: how
     many generated cases (default 100 unless budget); budget: seconds to keep drawing. out: the
     campaign directory (default: a fresh temporary one). device: host (fn gets numpy arrays) or
-    cuda (torch tensors on the GPU; kverify runs as on that GPU). Returns Results; raises CheckFailed
+    cuda (torch tensors on the GPU; kverify runs as on that GPU). shard: "i/N", the generated
+    cases of indices i mod N (one process per shard, the same seed; `kverify merge` joins the
+    directories). Returns Results; raises CheckFailed
     (an AssertionError) when a case fails or errs, ValueError for bad arguments."""
     _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements)
     impl = _impl_name(fn, impl)
@@ -222,6 +224,11 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
         opts["seconds"] = float(budget)
     if max_elements is not None:
         opts["max_elements"] = max_elements
+    if shard is not None:
+        m = re.fullmatch(r"(\d+)/(\d+)", str(shard))
+        if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
+            raise ValueError(f"shard must be 'i/N' with 0 <= i < N, not {shard!r}")
+        opts["shard"] = str(shard)
     with _lock:
         notes = _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device)
         del _pending[:]

@@ -92,3 +92,16 @@ def test_report_writes_html_junit_and_json(tmp_path):
     for f in ("report.html", "report.json", "junit.xml"):
         assert (tmp_path / "rep" / f).stat().st_size > 0
     assert json.loads((tmp_path / "rep" / "report.json").read_text())["summary"]["cases"] == res.cases
+
+
+def test_shards_of_one_seed_split_the_generated_cases(tmp_path):
+    def indices(shard):
+        res = kverify.check(rms_norm, op="rms_norm.fwd", contract=rms_contract, cases=8, seed=7, curated="none",
+                            shard=shard, out=tmp_path / shard.replace("/", "of"), **ACCEPTS)
+        return {l["fuzz"]["index"] for l in res.lines}
+
+    a, b = indices("0/2"), indices("1/2")
+    assert a and b and not a & b
+    assert a | b == set(range(8))
+    with pytest.raises(ValueError):
+        kverify.check(rms_norm, op="rms_norm.fwd", contract=rms_contract, shard="2/2", out=tmp_path / "bad", **ACCEPTS)
