@@ -8,7 +8,7 @@ runs kverify's curated cases for the op and `cases` generated ones (shapes at th
 thresholds, odd sizes, value distributions), shrinks a failure to a minimal case and raises
 AssertionError with the reason, the worst element and its admissible interval, and the line
 that replays it (`kverify.replay`). The impl is fn(inputs, case) -> {output name: array}:
-inputs maps each input tensor's name to a numpy array (read only; bf16 arrives as float32),
+inputs maps each input tensor's name to a numpy array (a copy; bf16 arrives as float32),
 case holds the case's fields (op, shape, dtypes, attrs, attr_values, config, the replay
 line). Outputs are rounded to nearest-even to their dtype when written (bf16 through
 float32): make roundings that matter your own. The inputs are copies, yours to keep.
