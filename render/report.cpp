@@ -279,12 +279,11 @@ json build_report(const std::vector<json>& lines, const std::vector<json>& drift
   for (auto& j : lines) {
     const std::string v = j.value("verdict", "error");
     ++all[v], ++by_op[j.value("op", "")][v];
-    if (v == "fail" || v == "error")
-      failures.push_back({{"case", j.value("case", "")}, {"verdict", v}, {"op", j.value("op", "")}, {"impl", j.value("impl", "")},
-                          {"reason", j.value("reason", "")}, {"replay", replay_command(j)}});
-    if (v == "unverifiable" && unverifiable.size() < kUnverifiableListed)
-      unverifiable.push_back({{"case", j.value("case", "")}, {"verdict", v}, {"op", j.value("op", "")},
-                              {"impl", j.value("impl", "")}, {"reason", j.value("reason", "")}, {"replay", replay_command(j)}});
+    const bool failed = v == "fail" || v == "error";
+    if (failed || (v == "unverifiable" && unverifiable.size() < kUnverifiableListed))
+      (failed ? failures : unverifiable)
+          .push_back({{"case", j.value("case", "")}, {"verdict", v}, {"op", j.value("op", "")}, {"impl", j.value("impl", "")},
+                      {"reason", j.value("reason", "")}, {"replay", replay_command(j)}});
     if (j.contains("outputs")) {
       json d = {{"verdict", v}, {"op", j.value("op", "")}, {"impl", j.value("impl", "")}, {"dtype", j.value("dtype", "")},
                 {"outputs", json::object()}};

@@ -130,14 +130,20 @@ std::string verdict_cell(const Row& x) {
   return "<td>" + std::to_string(pass) + "/" + std::to_string(x.cases) + " pass" + s + "</td>";
 }
 
+/// A headroom bar: red above 1 (outside), neutral below (near 1 is no alarm by itself: see
+/// the Headroom section), as wide as the share up to 1.
+std::string headroom_bar(double h) {
+  const char* col = h > 1 ? "#d62728" : "#5b8def";
+  const double w = std::isfinite(h) ? std::min(1.0, h) * 100 : 100;
+  return "<div class='bar' style='width:" + num(w, 4) + "%;background:" + col + "'></div>";
+}
+
 std::string headroom_cell(double h, bool from_ratio) {
   if (h < 0) return "<td class='n'>—</td>";
   if (from_ratio) return "<td class='n' title='result lines from before kverify recorded max_used: the error over the "
                          "half-width, which reads 1 for a correctly rounded value'>" + esc(num(h, 2)) + " <small>(ratio)</small></td>";
-  const char* col = h > 1 ? "#d62728" : "#5b8def";  // near 1 is no alarm by itself (see the Headroom section)
-  const double w = std::isfinite(h) ? std::min(1.0, h) * 100 : 100;
-  return "<td class='n' title='largest error over its admissible half-width (1 fails)'>" + esc(num(h, 2)) +
-         "<div class='bar' style='width:" + num(w, 3) + "%;background:" + col + "'></div></td>";
+  return "<td class='n' title='largest share of an admissible half-width used before the output&#39;s own rounding "
+         "(above 1 fails)'>" + esc(num(h, 2)) + headroom_bar(h) + "</td>";
 }
 
 void banner(std::ostringstream& o, const json& r) {
@@ -226,13 +232,11 @@ void headroom_section(std::ostringstream& o, const json& r) {
        "<th>dtype</th><th>config</th><th>output</th><th>cases</th><th>share used</th><th style='width:14em'></th></tr>";
   for (const Row& x : rows) {
     const json& g = *x.g;
-    const char* col = x.used > 1 ? "#d62728" : "#5b8def";
-    const double w = std::isfinite(x.used) ? std::min(1.0, x.used) * 100 : 100;
     o << "<tr><td>" << esc(g["op"]) << "</td><td>" << esc(g["impl"]) << "</td><td><span title='" << esc(g["dtypes"]) << "'>"
       << esc(g["dtype"]) << "</span></td><td>" << esc(g["config"]) << "</td><td>" << esc(x.out) << "</td><td class='n'>"
       << esc(num(g["cases"], 15)) << "</td><td" << (x.used > 1 ? " class='fail'" : "") << ">" << esc(num(x.used, 3))
       << (x.from_ratio ? " <small>(ratio)</small>" : "") << "</td>"
-      << "<td><div class='bar' style='width:" << num(w, 4) << "%;background:" << col << "'></div></td></tr>";
+      << "<td>" << headroom_bar(x.used) << "</td></tr>";
   }
   o << "</table></details>\n";
 }

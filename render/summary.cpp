@@ -104,10 +104,6 @@ const char* kTriageScript = R"js(<script>
 })();
 </script>)js";
 
-}  // namespace
-
-namespace {
-
 void identity_header(std::ofstream& f, const nlohmann::json& j) {
   const auto& d = j["device"];
   if (str(d["kind"]) == "host")

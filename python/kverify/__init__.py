@@ -136,6 +136,33 @@ def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, de
     return notes
 
 
+def _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device, native, *args, campaign=False):
+    """fn registered, then one call into the library, under the lock; a KeyboardInterrupt or
+    SystemExit the impl raised during it is raised again here. Returns (notes, answer)."""
+    with _lock:
+        notes = _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device)
+        del _pending[:]
+        _campaign[0] = campaign
+        try:
+            answer = _native.call_json(native, *args)
+        finally:
+            _campaign[0] = False
+        if _pending:
+            raise _pending.pop()
+    return notes, answer
+
+
+def parse_case_line(text):
+    """(line, op, impl) of a case line as a failure printed it ('kv1 op=... impl=... ...'), also
+    pasted whole in its `kverify replay '...' --device ...` form; ValueError for anything else."""
+    m = re.search(r"'(kv1 [^']*)'", text)
+    line = m.group(1) if m else text.strip()
+    m = re.match(r"kv1 op=(\S+) impl=(\S+) ", line + " ")
+    if not m:
+        raise ValueError(f"not a kverify case line ('kv1 op=... impl=... ...'): {text!r}")
+    return line, m.group(1), m.group(2)
+
+
 def _plain(v):
     """numpy scalars and arrays in a contract, as JSON numbers and lists."""
     if hasattr(v, "tolist"):
@@ -229,16 +256,8 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
         if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
             raise ValueError(f"shard must be 'i/N' with 0 <= i < N, not {shard!r}")
         opts["shard"] = str(shard)
-    with _lock:
-        notes = _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device)
-        del _pending[:]
-        _campaign[0] = True
-        try:
-            answer = _native.call_json(_native.lib().kvc_check, json.dumps(opts).encode())
-        finally:
-            _campaign[0] = False
-        if _pending:
-            raise _pending.pop()
+    notes, answer = _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device,
+                               _native.lib().kvc_check, json.dumps(opts).encode(), campaign=True)
     if answer.get("interrupted") == signal.SIGINT:
         raise KeyboardInterrupt(f"kverify: check of {op} impl '{impl}' interrupted (results so far: {out})")
     if answer.get("interrupted"):
@@ -264,27 +283,17 @@ def replay(fn, case_line, *, contract, impl=None, dtypes=None, attrs=None, layou
            device="host", raise_on_failure=True):
     """Runs one case (the line a failure printed) on fn; returns its result line, raises
     CheckFailed when it fails or errs."""
-    m = re.search(r"'(kv1 [^']*)'", case_line)  # the `kverify replay '...' --device ...` form, pasted whole
-    if m:
-        case_line = m.group(1)
-    m = re.search(r"\bop=(\S+)", case_line)
-    mi = re.search(r"\bimpl=(\S+)", case_line)
-    if not case_line.startswith("kv1 ") or not m or not mi:
-        raise ValueError(f"not a kverify case line (kv1 op=... impl=... ...): {case_line!r}")
-    impl = impl or mi.group(1)
-    with _lock:
-        _register(fn, m.group(1), impl, contract, dtypes, attrs, layouts, knobs, version, device)
-        del _pending[:]
-        line = _native.call_json(_native.lib().kvc_replay, case_line.encode(), json.dumps({"device": device}).encode())
-        if _pending:
-            raise _pending.pop()
+    case_line, op, line_impl = parse_case_line(case_line)
+    impl = impl or line_impl
+    _, line = _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device,
+                         _native.lib().kvc_replay, case_line.encode(), json.dumps({"device": device}).encode())
     if "usage_error" in line:
         raise ValueError(f"kverify: {line['usage_error']}")
     if raise_on_failure and line.get("verdict") != "pass":
         res = Results({"code": 1, "counts": {line.get("verdict", "error"): 1}, "failures": [line]}, None)
         if line.get("verdict") in ("fail", "error"):
-            raise CheckFailed(_message(m.group(1), impl, res), res)
-        raise CheckFailed(f"kverify: {m.group(1)} impl '{impl}': the case was {line.get('verdict')}, not verified: "
+            raise CheckFailed(_message(op, impl, res), res)
+        raise CheckFailed(f"kverify: {op} impl '{impl}': the case was {line.get('verdict')}, not verified: "
                           f"{line.get('reason', '')}", res)
     return line
 

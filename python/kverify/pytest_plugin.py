@@ -59,12 +59,12 @@ class _Session:
         self.replay = config.getoption("--kverify-replay")
         if not (self.budget > 0 and math.isfinite(self.budget)):
             raise pytest.UsageError(f"--kverify-budget must be a finite number above 0, not {self.budget}")
+        self.replay_op = self.replay_impl = None
         if self.replay is not None:
-            m = re.search(r"'(kv1 [^']*)'", self.replay)  # the `kverify replay '...'` form, pasted whole
-            self.replay = m.group(1) if m else self.replay.strip()
-            if not re.match(r"kv1 op=\S+ impl=\S+ ", self.replay + " "):
-                raise pytest.UsageError(f"--kverify-replay wants the line a failure printed, 'kv1 op=... impl=... ...', "
-                                        f"not {self.replay!r}")
+            try:
+                self.replay, self.replay_op, self.replay_impl = kverify.parse_case_line(self.replay)
+            except ValueError as e:
+                raise pytest.UsageError(f"--kverify-replay wants the line a failure printed: {e}") from None
         self.replayed = 0
         self.results = []
         self.serial = itertools.count()
@@ -109,8 +109,8 @@ def kverify_check(request):
             raise pytest.UsageError("kverify_check needs op= and contract= (in the kverify marker or the call)")
         impl = kverify._impl_name(fn, o.get("impl"))
         if s.replay:
-            if f" op={o['op']} " not in f" {s.replay} " or f" impl={impl} " not in f" {s.replay} ":
-                pytest.skip(f"--kverify-replay runs {s.replay.split()[1:3]} alone")
+            if (o["op"], impl) != (s.replay_op, s.replay_impl):
+                pytest.skip(f"--kverify-replay runs {s.replay_op} impl {s.replay_impl} alone")
             keep = {k: v for k, v in o.items() if k in ("contract", "dtypes", "attrs", "layouts", "knobs", "version", "device")}
             s.replayed += 1
             return kverify.replay(fn, s.replay, impl=impl, **keep)
