@@ -86,6 +86,8 @@ class OpBinding {
   /// rows (dW, a mean or summed loss) and for those scaled by a batch-wide quantity (a mean
   /// divides by the count of the batch's rows).
   virtual bool row_local(const Case& c, const std::string& out) const = 0;
+  /// The reduced axes a contract's `reductions` name, with their lengths in this case.
+  virtual std::map<std::string, int64_t> reduced_axes(const Case&) const { return {}; }
   /// Writes the inputs (counter-based, reproducible on every machine).
   virtual void generate(const Case& c, TensorSet& ts) const = 0;
   /// High-precision value of every output with a bound on its error (once per input identity).

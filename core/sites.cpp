@@ -17,6 +17,8 @@ const std::vector<SiteDef>& site_defs() {
       {"softmax.bwd_dy_y", {"softmax.bwd"}, "product", "each term dy * y of the row sum t = sum(dy * y)", ""},
       {"glu.act", {"swiglu.fwd", "swiglu.bwd", "geglu.fwd", "geglu.bwd"}, "value",
        "the activation silu(a) or gelu(a) before its product with b (and, backward, in db = dc * act)", ""},
+      {"glu.dc_b", {"swiglu.bwd", "geglu.bwd"}, "product",
+       "da's factor dc * b, rounded before its product with the activation's derivative", ""},
       {"ce.attrs", {"cross_entropy.fwd", "cross_entropy.bwd", "fused_linear_cross_entropy.fwd", "fused_linear_cross_entropy.bwd"},
        "mandated", "label_smoothing, z_loss and softcap rounded to fp32", ""},
       {"ce.row_loss", {"cross_entropy.fwd", "fused_linear_cross_entropy.fwd"}, "value",

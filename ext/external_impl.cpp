@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
+#include "core/sites.hpp"
 #include "ext/accepts.hpp"
 
 namespace kv {
@@ -214,7 +215,9 @@ nlohmann::json case_fields(const Case& c) {
     else vals[a.name] = it->second;
   }
   return {{"op", c.op}, {"impl", c.impl}, {"case", c.str()},   {"config", c.config},
-          {"shape", c.shape}, {"dtypes", dt}, {"attrs", c.attrs}, {"attr_values", vals}};
+          {"shape", c.shape}, {"dtypes", dt}, {"attrs", c.attrs}, {"attr_values", vals},
+          {"axes", op.reduced_axes(c)}, {"math_functions", math_functions_of(c.op)},
+          {"approximate_ops", approximate_ops_of(c.op)}};
 }
 
 void register_external(Registry& r, const nlohmann::json& impls, std::shared_ptr<ExternalTransport> t,

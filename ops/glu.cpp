@@ -51,7 +51,7 @@ class GluOp : public PolicyOp<GluOp<Geglu>> {
   void compute(const Case& c, const OpInputs& in, const P& p, S& sink, RowSet rs, bool parallel) const {
     const auto &a = in["a"], &b = in["b"];
     const int64_t n = cols(c);
-    const std::optional<DType> act = c.site("glu.act");
+    const std::optional<DType> act = c.site("glu.act"), dcb = c.site("glu.dc_b");
     par_rows(rows(c), parallel, [&](int64_t r) {
       if (!rs.has(r)) return;
       for (int64_t i = r * n; i < (r + 1) * n - KV_MUTANT_P(p, glu_row_tail); ++i) {
@@ -60,8 +60,8 @@ class GluOp : public PolicyOp<GluOp<Geglu>> {
           continue;
         }
         typename P::T da, db;
-        if (Geglu) geglu_bwd(p, in["dc"][i], a[i], b[i], da, db, act);
-        else swiglu_bwd(p, in["dc"][i], a[i], b[i], da, db, act);
+        if (Geglu) geglu_bwd(p, in["dc"][i], a[i], b[i], da, db, act, dcb);
+        else swiglu_bwd(p, in["dc"][i], a[i], b[i], da, db, act, dcb);
         sink(0, i, da);
         sink(1, i, db);
       }

@@ -170,6 +170,12 @@ class PolicyOp : public OpBinding, public PolicyEval {
     return false;
   }
 
+  std::map<std::string, int64_t> reduced_axes(const Case& c) const override {
+    std::map<std::string, int64_t> r;
+    for (auto& a : self().axes(c)) r[a.name] = a.len;
+    return r;
+  }
+
   RefResult reference(const Case& c, const TensorSet& ts) const override {
     RefResult res = make_ref(outputs(c));
     OpInputs in = OpInputs::read(tensors(c), ts);

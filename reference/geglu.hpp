@@ -37,7 +37,8 @@ typename P::T geglu_fwd(const P& p, double a, double b, std::optional<DType> act
 
 template <class P>
 void geglu_bwd(const P& p, double dc, double a, double b, typename P::T& da, typename P::T& db,
-               std::optional<DType> act = std::nullopt) {  // site glu.act: the gelu db takes
+               std::optional<DType> act = std::nullopt,  // site glu.act: the gelu db takes
+               std::optional<DType> dcb = std::nullopt) {  // site glu.dc_b: dc * b rounded in da
   auto A = p.c(a), DC = p.c(dc);
   auto th = geglu_tanh_u(p, A);
   auto gelu = geglu_gelu(p, A, th);
@@ -49,7 +50,9 @@ void geglu_bwd(const P& p, double dc, double a, double b, typename P::T& da, typ
   auto poly = KV_MUTANT_P(p, gg_b_poly_no_sqrt2pi) ? p.acc(p.c(1) + c3a2) : p.acc(p.c(kSqrt2OverPi) * p.acc(p.c(1) + c3a2));
   auto t2 = p.acc(p.acc((KV_MUTANT_P(p, gg_b_t2_no_half) ? A : p.acc(p.c(0.5) * A)) * dth) * poly);
   if (KV_MUTANT_P(p, gg_b_t2_dropped)) t2 = p.c(0);
-  da = p.acc((KV_MUTANT_P(p, gg_b_da_no_b) ? DC : p.acc(DC * p.c(b))) * p.acc(t1 + t2));
+  auto dc_b = KV_MUTANT_P(p, gg_b_da_no_b) ? DC : p.acc(DC * p.c(b));
+  if (dcb) dc_b = p.mand(dc_b, *dcb);
+  da = p.acc(dc_b * p.acc(t1 + t2));
 }
 
 }  // namespace kv

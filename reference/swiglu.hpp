@@ -39,7 +39,8 @@ typename P::T swiglu_fwd(const P& p, double a, double b, std::optional<DType> ac
 /// da and db of one element.
 template <class P>
 void swiglu_bwd(const P& p, double dc, double a, double b, typename P::T& da, typename P::T& db,
-                std::optional<DType> act = std::nullopt) {  // site glu.act: the silu db takes
+                std::optional<DType> act = std::nullopt,  // site glu.act: the silu db takes
+                std::optional<DType> dcb_site = std::nullopt) {  // site glu.dc_b: dc * b rounded in da
   auto A = p.c(a), DC = p.c(dc);
   auto sig = swiglu_sigmoid(p, KV_MUTANT_P(p, sw_b_sigmoid_of_b) ? b : a);
   auto silu = p.acc(A * sig);
@@ -49,6 +50,7 @@ void swiglu_bwd(const P& p, double dc, double a, double b, typename P::T& da, ty
   auto inner = p.acc(p.c(1) + (KV_MUTANT_P(p, sw_b_inner_no_a) ? one_sig : p.acc(A * one_sig)));
   if (KV_MUTANT_P(p, sw_b_inner_dropped)) inner = p.c(1);
   auto dcb = KV_MUTANT_P(p, sw_b_da_no_b) ? DC : KV_MUTANT_P(p, sw_b_da_no_dc) ? p.c(b) : p.acc(DC * p.c(b));
+  if (dcb_site) dcb = p.mand(dcb, *dcb_site);
   da = p.acc(dcb * p.acc(sig * inner));
   if (KV_MUTANT_P(p, sw_b_outputs_swapped)) std::swap(da, db);
 }

@@ -13,7 +13,7 @@ import sys
 import torch
 
 import kverify
-import swiglu
+import glu
 from rms_norm import ACCEPTS, contract, liger_rms_norm_fwd
 
 
@@ -35,8 +35,8 @@ def main():
         summary["liger_rms_norm_fwd"] = {"counts": e.results.counts, "message": str(e)}
         code = 1
     try:
-        res = kverify.check(swiglu.liger_swiglu_fwd, op="swiglu.fwd", contract=swiglu.contract, cases=cases,
-                            device="cuda", out=f"{out}/liger-swiglu-fwd", **swiglu.ACCEPTS)
+        res = kverify.check(glu.liger_swiglu_fwd, op="swiglu.fwd", contract=glu.swiglu_contract, cases=cases,
+                            device="cuda", out=f"{out}/liger-swiglu-fwd", **glu.ACCEPTS)
         summary["liger_swiglu_fwd"] = {"counts": res.counts}
     except kverify.CheckFailed as e:
         summary["liger_swiglu_fwd"] = {"counts": e.results.counts, "message": str(e)}

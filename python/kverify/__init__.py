@@ -30,8 +30,9 @@ import traceback
 import warnings
 
 from . import _arrays, _native
+from ._contracts import Audited, any_order, audited
 
-__all__ = ["check", "replay", "report", "Results", "Unsupported", "CheckFailed"]
+__all__ = ["check", "replay", "report", "audited", "any_order", "Results", "Unsupported", "CheckFailed"]
 
 
 class Unsupported(Exception):
@@ -176,8 +177,8 @@ def _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements
         raise ValueError(f"fn must be callable, not {type(fn).__name__}")
     if not isinstance(op, str) or not op:
         raise ValueError(f"op must be an op name like 'rms_norm.fwd', not {op!r}")
-    if not (callable(contract) or isinstance(contract, dict)):
-        raise ValueError(f"contract must be a dict or a function of the case, not {type(contract).__name__}")
+    if not (callable(contract) or isinstance(contract, dict) or contract == "audited"):
+        raise ValueError(f"contract must be a dict, a function of the case or 'audited', not {contract!r}"[:200])
     if dtypes is not None and not isinstance(dtypes, (list, tuple, dict, str)):
         raise ValueError(f"dtypes must be a list of dtype names (or a dict per tensor), not {type(dtypes).__name__}")
     if attrs is not None and not isinstance(attrs, dict):
@@ -190,6 +191,13 @@ def _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements
         raise ValueError(f"seed must be a whole number in [0, 2^64), not {seed!r}")
     if max_elements is not None and (isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 1):
         raise ValueError(f"max_elements must be a whole number >= 1, not {max_elements!r}")
+
+
+def _contract_mode(contract):
+    """(the contract to ask, "declared" or "audited"): 'audited' alone is audited(any_order)."""
+    if contract == "audited":
+        contract = audited()
+    return contract, "audited" if isinstance(contract, Audited) else "declared"
 
 
 def _impl_name(fn, impl):
@@ -229,7 +237,10 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
           budget=None, seed=0, max_elements=None, curated="builtin", max_shrink_runs=200, out=None, version=None,
           device="host", shard=None, raise_on_failure=True):
     """Checks fn as an impl of op. contract: the numerics contract (a dict, or a function of the
-    case returning one that may raise Unsupported; see examples/worker/PROTOCOL.md, Contracts).
+    case returning one that may raise Unsupported; see examples/worker/PROTOCOL.md, Contracts);
+    kverify.audited(contract) has the audit measure its reductions per case, and 'audited'
+    alone is audited(kverify.any_order): fp32 arithmetic, documented math bounds, the sums'
+    trees measured (for a kernel whose numerics one has not read).
     dtypes, attrs, layouts: what the impl accepts (the generator draws only these). cases: how
     many generated cases (default 100 unless budget); budget: seconds to keep drawing. out: the
     campaign directory (default: a fresh temporary one). device: host (fn gets numpy arrays) or
@@ -238,13 +249,14 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
     directories). Returns Results; raises CheckFailed
     (an AssertionError) when a case fails or errs, ValueError for bad arguments."""
     _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements)
+    contract, mode = _contract_mode(contract)
     impl = _impl_name(fn, impl)
     if out is None:
         out = tempfile.mkdtemp(prefix=f"kverify-{op}-{impl}-")
     if os.path.exists(os.path.join(out, "campaign.json")):
         raise ValueError(f"out={os.fspath(out)!r} already holds a campaign: give a new directory or remove it")
     opts = {"op": op, "impl": impl, "out": os.fspath(out), "seed": seed, "curated": curated, "device": device,
-            "max_shrink_runs": int(max_shrink_runs)}
+            "max_shrink_runs": int(max_shrink_runs), "contract": mode}
     if cases is not None:
         opts["cases"] = cases
     if budget is not None:
@@ -285,8 +297,9 @@ def replay(fn, case_line, *, contract, impl=None, dtypes=None, attrs=None, layou
     CheckFailed when it fails or errs."""
     case_line, op, line_impl = parse_case_line(case_line)
     impl = impl or line_impl
-    _, line = _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device,
-                         _native.lib().kvc_replay, case_line.encode(), json.dumps({"device": device}).encode())
+    contract, mode = _contract_mode(contract)
+    _, line = _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device, _native.lib().kvc_replay,
+                         case_line.encode(), json.dumps({"device": device, "contract": mode}).encode())
     if "usage_error" in line:
         raise ValueError(f"kverify: {line['usage_error']}")
     if raise_on_failure and line.get("verdict") != "pass":

@@ -35,3 +35,14 @@ def rms_norm(t, case):
 
 def rms_norm_drops_last(t, case):
     return _rms(t, case, drop_last=True)
+
+
+def rms_norm_fp32_serial(t, case):
+    """gemma mode in fp32 with the sum of squares added left to right (np.cumsum): a tree
+    kverify's audit can measure, n - 1 roundings deep."""
+    x = t["x"].astype(np.float32)
+    w = t["w"].astype(np.float32) + np.float32(case["attr_values"]["offset"])
+    s = np.cumsum(x * x, axis=-1, dtype=np.float32)[..., -1:]
+    ms = s / np.float32(x.shape[-1]) + np.float32(case["attr_values"]["eps"])
+    rstd = (1.0 / np.sqrt(ms.astype(np.float64))).astype(np.float32)
+    return {"y": (x * rstd) * w, "rstd": rstd.reshape(-1)}

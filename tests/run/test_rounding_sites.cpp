@@ -46,7 +46,8 @@ const SiteCase kSites[] = {
     {"swiglu.bwd", "glu.act", "16x300"},               {"geglu.fwd", "glu.act", "16x300"},
     {"geglu.bwd", "glu.act", "16x300"},                {"fused_linear_cross_entropy.bwd", "flce.grad", "16x32x64"},
     {"cross_entropy.fwd", "ce.row_loss", "16x300"},    {"fused_linear_cross_entropy.fwd", "ce.row_loss", "16x32x64"},
-    {"cross_entropy.bwd", "ce.grad", "16x300"},
+    {"cross_entropy.bwd", "ce.grad", "16x300"},        {"swiglu.bwd", "glu.dc_b", "16x300"},
+    {"geglu.bwd", "glu.dc_b", "16x300"},
     {"fused_linear_cross_entropy.fwd", "flce.logits", "16x32x64"},
     {"fused_linear_cross_entropy.bwd", "flce.logits", "16x32x64"},
 };

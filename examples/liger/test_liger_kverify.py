@@ -1,0 +1,91 @@
+"""Liger-Kernel's op tests in Liger's own style (test/transformers/test_*.py: one test per op and
+pass, parametrized over dtype and the op's options), with kverify in place of hand-set
+tolerances: where Liger writes
+
+    assert_verbose_allclose(y_liger, y_torch, atol=2e-1, rtol=2e-2)   # bf16, weight = ones
+
+against a reference in the same low precision, these tests ask kverify whether every output
+element of Liger's kernel lies in the set that its declared arithmetic may produce, on Liger's
+own test shapes (liger_shapes.json) and generated cases (shapes at the kernels' thresholds,
+value distributions, special values), with shrinking and a replay line on failure.
+
+    PYTHONPATH=python:examples/liger:<liger>/src KVERIFY_LIB=<libkverify_c.so> \\
+        python3 -m pytest -p kverify.pytest_plugin examples/liger/test_liger_kverify.py \\
+        --kverify-out out/liger --kverify-budget 0.2
+
+Needs a CUDA GPU, torch and Triton (skipped, saying so, without them)."""
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: Liger's Triton kernels need one", allow_module_level=True)
+
+import cross_entropy  # noqa: E402
+import flce  # noqa: E402
+import glu  # noqa: E402
+import layer_norm  # noqa: E402
+import rms_norm  # noqa: E402
+import rope  # noqa: E402
+import softmax  # noqa: E402
+
+SHAPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "liger_shapes.json")
+CASES = 100  # generated cases per test, scaled by --kverify-budget
+
+
+def _check(kverify_check, impl, dtype, attrs=None):
+    name, fn, op, contract, accepts = impl
+    acc = {"dtypes": {t: [dtype] for t in accepts["dtypes"]}, "attrs": dict(accepts.get("attrs", {}))}
+    for t, allowed in accepts["dtypes"].items():  # tensors of a fixed dtype (rstd, weight, dloss) keep theirs
+        if dtype not in allowed:
+            acc["dtypes"][t] = allowed
+    acc["attrs"].update(attrs or {})
+    return kverify_check(fn, op=op, contract=contract, impl=name, cases=CASES, device="cuda", curated=SHAPES, **acc)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("mode", ["llama", "gemma", "none"])
+@pytest.mark.parametrize("impl", rms_norm.IMPLS, ids=lambda i: i[0])
+def test_rms_norm(kverify_check, impl, mode, dtype):
+    _check(kverify_check, impl, dtype, {"mode": [mode]})
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("impl", layer_norm.IMPLS, ids=lambda i: i[0])
+def test_layer_norm(kverify_check, impl, dtype):
+    _check(kverify_check, impl, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("impl", softmax.IMPLS, ids=lambda i: i[0])
+def test_softmax(kverify_check, impl, dtype):
+    _check(kverify_check, impl, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("impl", rope.IMPLS, ids=lambda i: i[0])
+def test_rope(kverify_check, impl, dtype):
+    _check(kverify_check, impl, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("impl", glu.IMPLS, ids=lambda i: i[0])
+def test_glu(kverify_check, impl, dtype):
+    _check(kverify_check, impl, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("impl", cross_entropy.IMPLS, ids=lambda i: i[0])
+def test_cross_entropy(kverify_check, impl, reduction, dtype):
+    _check(kverify_check, impl, dtype, {"reduction": [reduction]})
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("impl", flce.IMPLS, ids=lambda i: i[0])
+def test_fused_linear_cross_entropy(kverify_check, impl, reduction, dtype):
+    _check(kverify_check, impl, dtype, {"reduction": [reduction]})
