@@ -1,27 +1,44 @@
 """The table of a Liger campaign (campaign.sh): per impl, its cases, verdicts, the declined
-cases with their reasons, and its failures, from OUT/<impl>/merged/results.jsonl; written to
-OUT/summary.json and OUT/summary.md. Usage: summarize.py OUT"""
+cases with their reasons, and its failures, from OUT/<impl>/merged/results.jsonl (else its
+shards' results.jsonl, each case once by campaign seed and index); written to OUT/summary.json
+and OUT/summary.md. Usage: summarize.py OUT"""
 
 import collections
+import glob
 import json
 import os
 import sys
 
 
-def impl_summary(path):
+def lines_of(d):
+    """The impl's result lines: merged/, else every shard's, each (seed, index) once."""
+    merged = os.path.join(d, "merged", "results.jsonl")
+    paths = [merged] if os.path.exists(merged) else sorted(glob.glob(os.path.join(d, "shard-*", "results.jsonl")))
+    seen = set()
+    for p in paths:
+        with open(p, encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                j = json.loads(line)
+                fz = j.get("fuzz") or {}
+                key = (fz.get("seed"), fz.get("index"), j.get("case"))
+                if key in seen:
+                    continue
+                seen.add(key)
+                yield j
+
+
+def impl_summary(d):
     verdicts, reasons, fails, tiers = collections.Counter(), collections.Counter(), [], collections.Counter()
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            j = json.loads(line)
-            v = j.get("verdict", "error")
-            verdicts[v] += 1
-            tiers[(j.get("fuzz") or {}).get("tier", "")] += 1
-            if v in ("skip", "unverifiable"):
-                reasons[f"{v}: {j.get('reason', '')[:160]}"] += 1
-            if v in ("fail", "error"):
-                fails.append({"case": j.get("case"), "verdict": v, "reason": j.get("reason", "")[:400]})
+    for j in lines_of(d):
+        v = j.get("verdict", "error")
+        verdicts[v] += 1
+        tiers[(j.get("fuzz") or {}).get("tier", "")] += 1
+        if v in ("skip", "unverifiable"):
+            reasons[f"{v}: {j.get('reason', '')[:160]}"] += 1
+        if v in ("fail", "error"):
+            fails.append({"case": j.get("case"), "verdict": v, "reason": j.get("reason", "")[:400]})
     return {"cases": sum(verdicts.values()), "verdicts": dict(verdicts), "curated": tiers.get("curated", 0),
             "not_passing": dict(reasons.most_common(12)), "failures": fails[:50]}
 
@@ -29,9 +46,9 @@ def impl_summary(path):
 def main(out):
     rows = {}
     for name in sorted(os.listdir(out)):
-        p = os.path.join(out, name, "merged", "results.jsonl")
-        if os.path.exists(p):
-            rows[name] = impl_summary(p)
+        d = os.path.join(out, name)
+        if glob.glob(os.path.join(d, "*", "results.jsonl")):
+            rows[name] = impl_summary(d)
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(rows, f, indent=1)
     md = ["| impl | cases | pass | fail | error | unverifiable | skip |", "|---|---|---|---|---|---|---|"]
