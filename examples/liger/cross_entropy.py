@@ -30,7 +30,15 @@ def _math(case):
     return m
 
 
+def _semantics(case):
+    a = case["attrs"]
+    if a.get("weights") == "class" and a["reduction"] == "mean" and float(case["attr_values"]["z_loss"]) > 0:
+        raise kverify.Unsupported("class weights, z-loss and mean: Liger divides the z-loss by the count of rows "
+                                  "not ignored, kverify's definition (the loss's whole row term) by their weight sum")
+
+
 def contract(case):
+    _semantics(case)
     d = case["dtypes"]
     if d["loss"] != d["logits"]:
         raise kverify.Unsupported("Liger returns the loss in the logits' dtype")
@@ -39,6 +47,7 @@ def contract(case):
 
 
 def contract_bwd(case):
+    _semantics(case)
     d = case["dtypes"]
     if d["dlogits"] != d["logits"]:
         raise kverify.Unsupported("Liger writes the gradient over the logits: dlogits in the logits' dtype")

@@ -1,13 +1,14 @@
 """Liger-Kernel's softmax (src/liger_kernel/ops/softmax.py) forward and backward as kverify impls
 on the GPU.
 
-Read off the kernels: neither casts its input to fp32. The forward loads x in its dtype, takes
-the row's max, computes x - max in x's dtype (a rounding to bf16/fp16), tl.exp of that (Triton
-computes it in fp32 through ex2.approx and gives it back in x's dtype), tl.sum in fp32, and
-e / d; rows over 65536 go through an online (multi-block) loop. The backward forms dy * y in
-x's dtype and sums it in fp32 with tl.sum (the site softmax.bwd_dy_y). So the honest forward contract for a
-bf16/fp16 softmax names x's dtype as its accumulator (every operation at least that precise);
-`contract_fp32` is what a softmax computing in fp32 (as PyTorch's does) is held to.
+Read off the kernels: neither casts its input to fp32, and Triton's tl.sum adds floats in their
+own dtype (triton/language/standard.py, _pick_sum_dtype widens integers only). The forward
+loads x in its dtype, computes x - max in it, tl.exp of that (evaluated in fp32, given back in
+x's dtype), sums the exponentials with tl.sum in x's dtype, and divides; the backward forms
+dy * y in x's dtype, sums the products in x's dtype, and computes y * (dy - dot) in it. So the
+honest contract of a bf16/fp16 Liger softmax names x's dtype as its accumulator (every
+operation, the row sums' additions included); `contract_fp32` and `contract_bwd_fp32` are what
+a softmax that accumulates in fp32 (PyTorch's) is held to, under which Liger's fails.
 Rows over 65536 are declined: _softmax_forward's calculate_settings raises for them, so its
 multi-block kernels are unreachable."""
 
@@ -30,6 +31,11 @@ def contract_fp32(case):
 
 
 def contract_bwd(case):
+    return triton(case["dtypes"]["dy"], {}, {"row": serial(row_fits(case["shape"][-1]))})
+
+
+def contract_bwd_fp32(case):
+    """fp32 sums of dy * y rounded to dy's dtype (PyTorch's bf16 autograd of softmax)."""
     return triton("fp32", {}, {"row": serial(row_fits(case["shape"][-1]))}, {"softmax.bwd_dy_y": case["dtypes"]["dy"]})
 
 

@@ -105,3 +105,16 @@ def test_shards_of_one_seed_split_the_generated_cases(tmp_path):
     assert a | b == set(range(8))
     with pytest.raises(ValueError):
         kverify.check(rms_norm, op="rms_norm.fwd", contract=rms_contract, shard="2/2", out=tmp_path / "bad", **ACCEPTS)
+
+
+def test_raise_on_failure_false_returns_the_failures(tmp_path):
+    res = kverify.check(rms_norm_drops_last, op="rms_norm.fwd", contract=rms_contract, cases=6, out=tmp_path / "r",
+                        raise_on_failure=False, **ACCEPTS)
+    assert res.counts.get("fail", 0) >= 1 and res.failures, res.counts  # verified, and failing: no raise
+
+    def none_taken(case):
+        raise kverify.Unsupported("nothing")
+
+    with pytest.raises(kverify.CheckFailed, match="checked nothing"):  # checking nothing still raises
+        kverify.check(rms_norm, op="rms_norm.fwd", contract=none_taken, cases=3, out=tmp_path / "s",
+                      raise_on_failure=False, curated="none")
