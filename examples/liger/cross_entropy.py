@@ -51,7 +51,8 @@ def contract_bwd(case):
     d = case["dtypes"]
     if d["dlogits"] != d["logits"]:
         raise kverify.Unsupported("Liger writes the gradient over the logits: dlogits in the logits' dtype")
-    return triton("fp32", _math(case), {"row": serial(case["shape"][-1])}, {"ce.grad": d["logits"]})
+    red = {"row": serial(case["shape"][-1]), "rows": serial(rows(case["shape"]))}  # rows: the mean's weight sum
+    return triton("fp32", _math(case), red, {"ce.grad": d["logits"]})
 
 
 def _run(t, case, grad):

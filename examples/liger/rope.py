@@ -8,7 +8,12 @@ q1 * cos - q2 * sin and q2 * cos + q1 * sin in it (bf16 tables: every product an
 to bf16; fp32 tables: fp32, contracted to FMA), stored in q's dtype. The contract's
 accumulator is the table's dtype. Declined: interleaved pairs, 3d and mrope positions (not
 what this kernel computes; Liger's mrope is a kernel of its own), q in fp32 with narrower
-tables (the kernel rounds q to the table's dtype before it rotates), and tables of two dtypes."""
+tables (the kernel rounds q to the table's dtype before it rotates), tables of two dtypes, and
+tiles past 32768 elements: one program holds every head of a token, a tile of
+next_pow2(heads) x next_pow2(D)/2 (Liger's own test shapes reach 16384); at 512 x 1024
+(396 heads of D = 1536, a shape the fuzzer drew) ptxas ran for over 8 minutes without
+finishing, the compile-time cliff of the seed document (seeds/000), so larger tiles are
+declined as unusable rather than judged."""
 
 import kverify
 from liger_kernel.ops.rope import rope_backward, rope_forward
@@ -22,8 +27,22 @@ ACCEPTS_BWD = {"dtypes": {"dq_out": FLOATS, "dk_out": FLOATS, "cos": FLOATS, "si
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16}
 
 
+TILE_LIMIT = 32768
+
+
+def _pow2(n):
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
 def _contract(case, q, k, outs):
     d = case["dtypes"]
+    b, s, hq, hd = (int(v) for v in case["shape"])
+    hk = int(case["attr_values"].get("k_heads") or 0) or hq
+    tile = max(_pow2(hq), _pow2(hk)) * _pow2(hd) // 2
+    if tile > TILE_LIMIT:
+        raise kverify.Unsupported(f"a tile of {tile} elements (next_pow2 of {max(hq, hk)} heads x next_pow2(D)/2): "
+                                  f"Liger's rope holds every head of a token in one program, and ptxas does not finish "
+                                  f"such kernels in minutes (see rope.py)")
     if d["cos"] != d["sin"]:
         raise kverify.Unsupported("cos and sin of two dtypes: Liger computes in sin's dtype")
     if d[q] != d[k] or any(d[o] != d[q] for o in outs):
