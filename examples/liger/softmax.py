@@ -34,6 +34,11 @@ def contract_bwd(case):
     return triton(case["dtypes"]["dy"], {}, {"row": serial(row_fits(case["shape"][-1]))})
 
 
+def contract_bwd_plain_fp32(case):
+    """Every operation in fp32, dy * y included."""
+    return triton("fp32", {}, {"row": serial(row_fits(case["shape"][-1]))})
+
+
 def contract_bwd_fp32(case):
     """fp32 sums of dy * y rounded to dy's dtype (PyTorch's bf16 autograd of softmax)."""
     return triton("fp32", {}, {"row": serial(row_fits(case["shape"][-1]))}, {"softmax.bwd_dy_y": case["dtypes"]["dy"]})

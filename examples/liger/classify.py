@@ -1,0 +1,66 @@
+"""Each failing case of a Liger campaign assigned to the Liger behaviour that explains it
+(findings.py confirms each by an fp64 emulation), or to `unexplained`:
+
+- softcap_padding: cross_entropy / FLCE with softcap > 0 and V not a multiple of the kernel's
+  block (min(32768, next_pow2(V))): the masked lanes, loaded as -inf, are softcapped to
+  -softcap and enter the softmax's sum.
+- flce_scale_after_products: FLCE backward under mean or sum in bf16/fp16: dx and dW are
+  rounded to x's dtype, then multiplied by dloss (element_mul_kernel) and rounded again.
+- flce_none_dloss_rounded: FLCE backward under none in bf16/fp16: dloss is cast to x's dtype
+  and the logits' gradient, already stored in x's dtype, is multiplied by it (three roundings
+  where kverify's site flce.grad has one).
+
+Usage: classify.py OUT (a campaign directory); writes OUT/classified.json, prints the counts;
+exit 1 if any failure is unexplained."""
+
+import collections
+import json
+import os
+import sys
+
+from summarize import lines_of
+
+
+def _real(attrs, name):
+    v = attrs.get(name, "0x0p+0")
+    return float.fromhex(v) if v.startswith(("0x", "-0x")) else float(v)
+
+
+def explain(j):
+    op, a, d = j["op"], j.get("attrs", {}), j.get("dtypes", {})
+    base = op.rsplit(".", 1)[0]
+    if base in ("cross_entropy", "fused_linear_cross_entropy") and _real(a, "softcap") > 0:
+        v = int(j["shape"][-1])
+        block = min(32768, 1 << (v - 1).bit_length())
+        if v % block:
+            return "softcap_padding"
+    if op == "fused_linear_cross_entropy.bwd" and d.get("x") in ("bf16", "fp16"):
+        return "flce_none_dloss_rounded" if a.get("reduction") == "none" else "flce_scale_after_products"
+    return "unexplained"
+
+
+def main(out):
+    counts, cases = collections.Counter(), collections.defaultdict(list)
+    for name in sorted(os.listdir(out)):
+        d = os.path.join(out, name)
+        if not os.path.isdir(d) or not name.startswith("liger_"):
+            continue
+        for j in lines_of(d):
+            if j.get("verdict") == "fail":
+                why = explain(j)
+                counts[(name, why)] += 1
+                if len(cases[why]) < 20:
+                    cases[why].append(j["case"])
+    res = {"counts": {f"{k[0]} {k[1]}": v for k, v in sorted(counts.items())}, "examples": cases}
+    with open(os.path.join(out, "classified.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    for k, v in res["counts"].items():
+        print(f"{v:6d}  {k}")
+    return 1 if any(k[1] == "unexplained" for k in counts) else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: classify.py OUT", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1]))

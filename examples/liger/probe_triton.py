@@ -1,0 +1,59 @@
+"""What Triton does with bf16/fp16 arithmetic, measured on the GPU (the contracts in this folder
+rest on it): whether tl.sum of bf16 adds in bf16, whether a bf16 product or difference is
+rounded to bf16 before the next operation, and whether tl.exp of bf16 gives bf16.
+Prints one JSON object. Usage: probe_triton.py"""
+
+import json
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _sum(x_ptr, out_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(out_ptr, tl.sum(x, axis=0).to(tl.float32))
+
+
+@triton.jit
+def _prod_then_f32(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    a, b = tl.load(a_ptr + i), tl.load(b_ptr + i)
+    p = a * b
+    tl.store(out_ptr + i, p.to(tl.float32) + 0.0)
+
+
+@triton.jit
+def _exp(x_ptr, out_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    e = tl.exp(tl.load(x_ptr + i))
+    tl.store(out_ptr + i, e.to(tl.float32))
+
+
+def main():
+    r = {}
+    for dt in (torch.bfloat16, torch.float16):
+        n = 64
+        x = torch.full((n,), 2.0 ** -9, dtype=dt, device="cuda")
+        x[0] = 1.0  # 1 + 63 * 2^-9: exact in fp32; in bf16 each 2^-9 meets 1 and is lost (ulp(1) = 2^-7)
+        out = torch.zeros(1, device="cuda")
+        _sum[(1,)](x, out, N=n)
+        a = torch.tensor([1 + 2 ** -7] * 16, dtype=dt, device="cuda")  # (1 + 2^-7)^2 = 1 + 2^-6 + 2^-14
+        p = torch.zeros(16, device="cuda")
+        _prod_then_f32[(1,)](a, a, p, N=16)
+        e = torch.zeros(16, device="cuda")
+        _exp[(1,)](torch.full((16,), 0.3, dtype=dt, device="cuda"), e, N=16)
+        name = str(dt).split(".")[-1]
+        r[name] = {"tl.sum of 1 + 63 * 2^-9": out.item(), "exact": 1 + 63 * 2 ** -9,
+                   "sum adds in the input dtype": out.item() != 1 + 63 * 2 ** -9,
+                   "a*a with a = 1 + 2^-7": p[0].item(), "exact product": (1 + 2 ** -7) ** 2,
+                   "product rounded to the input dtype": p[0].item() != (1 + 2 ** -7) ** 2,
+                   "tl.exp(0.3)": e[0].item(), "exp rounded to the input dtype":
+                       e[0].item() == torch.tensor(e[0].item()).to(dt).float().item()}
+    r["triton"] = triton.__version__
+    print(json.dumps(r, indent=1))
+
+
+if __name__ == "__main__":
+    main()
