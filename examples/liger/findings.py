@@ -139,10 +139,31 @@ def softmax_contracts():
     return res
 
 
-def main(out):
+def softmax_bwd_effect():
+    """The size of the backward's bf16 arithmetic: the worst element's error in bf16 ulps of
+    Liger's dx and of PyTorch's softmax backward (autograd of torch.softmax, fp32 inside)
+    against float64, on one input (rows of 4096, y = softmax(x))."""
+    line, seen = replay("softmax_bwd", softmax.liger_softmax_bwd, softmax.contract_bwd_fp32, softmax.ACCEPTS_BWD)
+    dy, y = seen["inputs"]["dy"], seen["inputs"]["y"]
+    exact = y.double() * (dy.double() - (dy.double() * y.double()).sum(-1, keepdim=True))
+    torch_dx = torch._softmax_backward_data(dy, y, -1, y.dtype)
+    scale = exact.abs().amax(-1, keepdim=True) * torch.finfo(torch.bfloat16).eps  # ulps of the row's largest
+
+    def err(d):
+        return float(((d.double() - exact).abs() / scale).max())
+    return {"case": LINES["softmax_bwd"], "verdict_under_fp32_contract": line.get("verdict"),
+            "reason": line.get("reason", ""), "max_err_liger_in_bf16_ulps_of_row_max": err(seen["outputs"]["dx"]),
+            "max_err_torch_in_bf16_ulps_of_row_max": err(torch_dx),
+            "code": "src/liger_kernel/ops/softmax.py, _softmax_single_block_backward_kernel: "
+                    "dot = tl.sum(dy * y, axis=0) on bf16 operands; dx = y * (dy - dot)"}
+
+
+def main(out, only=None):
     res = {}
     for name, f in (("ce_softcap", ce_softcap), ("flce_scale", flce_scale), ("flce_none", lambda: flce_scale("flce_none")),
-                    ("softmax_contracts", softmax_contracts)):
+                    ("softmax_contracts", softmax_contracts), ("softmax_bwd_effect", softmax_bwd_effect)):
+        if only and name not in only:
+            continue
         try:
             res[name] = f()
         except Exception as e:  # noqa: BLE001: one finding's error is recorded, the others run
@@ -153,4 +174,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2].split(",") if len(sys.argv) > 2 else None)

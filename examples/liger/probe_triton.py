@@ -1,6 +1,7 @@
 """What Triton does with bf16/fp16 arithmetic, measured on the GPU (the contracts in this folder
 rest on it): whether tl.sum of bf16 adds in bf16, whether a bf16 product or difference is
-rounded to bf16 before the next operation, and whether tl.exp of bf16 gives bf16.
+rounded to bf16 before the next operation, and whether x - tl.max(x) is (tl.max widening to fp32).
+tl.exp rejects bf16 at compile time ("Expected dtype ['fp32', 'fp64']").
 Prints one JSON object. Usage: probe_triton.py"""
 
 import json
@@ -25,10 +26,11 @@ def _prod_then_f32(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
 
 
 @triton.jit
-def _exp(x_ptr, out_ptr, N: tl.constexpr):
+def _max_minus(x_ptr, out_ptr, N: tl.constexpr):
     i = tl.arange(0, N)
-    e = tl.exp(tl.load(x_ptr + i))
-    tl.store(out_ptr + i, e.to(tl.float32))
+    x = tl.load(x_ptr + i)
+    d = x - tl.max(x, axis=0)  # fp32 if tl.max widens: x - m is then exact here
+    tl.store(out_ptr + i, d.to(tl.float32))
 
 
 def main():
@@ -42,15 +44,17 @@ def main():
         a = torch.tensor([1 + 2 ** -7] * 16, dtype=dt, device="cuda")  # (1 + 2^-7)^2 = 1 + 2^-6 + 2^-14
         p = torch.zeros(16, device="cuda")
         _prod_then_f32[(1,)](a, a, p, N=16)
-        e = torch.zeros(16, device="cuda")
-        _exp[(1,)](torch.full((16,), 0.3, dtype=dt, device="cuda"), e, N=16)
+        xm = torch.tensor([2.0 ** -7 + 2.0 ** -14] * 15 + [4.0], dtype=torch.float32).to(dt).to("cuda")
+        d = torch.zeros(16, device="cuda")
+        _max_minus[(1,)](xm, d, N=16)
+        exact_d = xm[0].double().item() - 4.0
         name = str(dt).split(".")[-1]
         r[name] = {"tl.sum of 1 + 63 * 2^-9": out.item(), "exact": 1 + 63 * 2 ** -9,
                    "sum adds in the input dtype": out.item() != 1 + 63 * 2 ** -9,
                    "a*a with a = 1 + 2^-7": p[0].item(), "exact product": (1 + 2 ** -7) ** 2,
                    "product rounded to the input dtype": p[0].item() != (1 + 2 ** -7) ** 2,
-                   "tl.exp(0.3)": e[0].item(), "exp rounded to the input dtype":
-                       e[0].item() == torch.tensor(e[0].item()).to(dt).float().item()}
+                   "x - tl.max(x)": d[0].item(), "exact difference": exact_d,
+                   "x - max rounded to the input dtype": d[0].item() != exact_d}
     r["triton"] = triton.__version__
     print(json.dumps(r, indent=1))
 

@@ -1,14 +1,14 @@
 """Liger-Kernel's softmax (src/liger_kernel/ops/softmax.py) forward and backward as kverify impls
 on the GPU.
 
-Read off the kernels: neither casts its input to fp32, and Triton's tl.sum adds floats in their
-own dtype (triton/language/standard.py, _pick_sum_dtype widens integers only). The forward
-loads x in its dtype, computes x - max in it, tl.exp of that (evaluated in fp32, given back in
-x's dtype), sums the exponentials with tl.sum in x's dtype, and divides; the backward forms
-dy * y in x's dtype, sums the products in x's dtype, and computes y * (dy - dot) in it. So the
-honest contract of a bf16/fp16 Liger softmax names x's dtype as its accumulator (every
-operation, the row sums' additions included); `contract_fp32` and `contract_bwd_fp32` are what
-a softmax that accumulates in fp32 (PyTorch's) is held to, under which Liger's fails.
+Read off the kernels, and measured (probe_triton.py, findings.py): the forward loads x in its
+dtype, but tl.max gives fp32 for bf16/fp16 (Triton widens floats in min/max), so x - max, the
+exponentials (tl.exp takes fp32 and fp64 only), their tl.sum and e / d are fp32: the forward's
+contract is fp32. The backward never widens: dy * y rounds to x's dtype, Triton's tl.sum adds
+bf16/fp16 in their own dtype (_pick_sum_dtype widens integers only), and dy - dot and
+y * (dy - dot) are bf16/fp16 operations, so its honest contract names x's dtype as the
+accumulator; under fp32 (with or without the rounded dy * y) it fails, as findings.py shows
+against PyTorch's softmax backward (fp32 inside).
 Rows over 65536 are declined: _softmax_forward's calculate_settings raises for them, so its
 multi-block kernels are unreachable."""
 
@@ -22,6 +22,7 @@ ACCEPTS_BWD = {"dtypes": {"dy": FLOATS, "y": FLOATS, "dx": FLOATS}}
 
 
 def contract(case):
+    """Every operation in x's dtype (a wider set than the forward needs; findings.py)."""
     return triton(case["dtypes"]["x"], {"exp": EXP2, "div": DIV}, {"row": serial(row_fits(case["shape"][-1]))})
 
 
@@ -55,5 +56,5 @@ def liger_softmax_bwd(t, case):
     return {"dx": _softmax_backward(t["dy"], t["y"], block, warps, False)}
 
 
-IMPLS = [("liger_softmax_fwd", liger_softmax_fwd, "softmax.fwd", contract, ACCEPTS),
+IMPLS = [("liger_softmax_fwd", liger_softmax_fwd, "softmax.fwd", contract_fp32, ACCEPTS),
          ("liger_softmax_bwd", liger_softmax_bwd, "softmax.bwd", contract_bwd, ACCEPTS_BWD)]
