@@ -27,7 +27,7 @@ LINES = {
     "flce_none": "kv1 op=fused_linear_cross_entropy.bwd impl=liger_flce_bwd config= shape=64x32x100 "
                  "dtypes=x:bf16,weight:bf16,dloss:fp32 attrs=reduction:none,ignored_grad:zero,empty_mean:zero "
                  "dist=normal seed=3",
-    "softmax_bwd": "kv1 op=softmax.bwd impl=liger_softmax_bwd config= shape=16x4096 dtypes=dy:bf16 dist=normal seed=1",
+    "softmax_bwd": "kv1 op=softmax.bwd impl=liger_softmax_bwd config= shape=16x4096 dtypes=dy:bf16,y:bf16,dx:bf16 dist=normal seed=1",
 }
 
 

@@ -36,9 +36,9 @@ def _max_minus(x_ptr, out_ptr, N: tl.constexpr):
 def main():
     r = {}
     for dt in (torch.bfloat16, torch.float16):
-        n = 64
-        x = torch.full((n,), 2.0 ** -9, dtype=dt, device="cuda")
-        x[0] = 1.0  # 1 + 63 * 2^-9: exact in fp32; in bf16 each 2^-9 meets 1 and is lost (ulp(1) = 2^-7)
+        n, step = 64, 2.0 ** -9 if dt == torch.bfloat16 else 2.0 ** -12
+        x = torch.full((n,), step, dtype=dt, device="cuda")
+        x[0] = 1.0  # 1 + 63 steps, exact in fp32; a step is a quarter of ulp(1) of the dtype, lost in it
         out = torch.zeros(1, device="cuda")
         _sum[(1,)](x, out, N=n)
         a = torch.tensor([1 + 2 ** -7] * 16, dtype=dt, device="cuda")  # (1 + 2^-7)^2 = 1 + 2^-6 + 2^-14
@@ -49,8 +49,8 @@ def main():
         _max_minus[(1,)](xm, d, N=16)
         exact_d = xm[0].double().item() - 4.0
         name = str(dt).split(".")[-1]
-        r[name] = {"tl.sum of 1 + 63 * 2^-9": out.item(), "exact": 1 + 63 * 2 ** -9,
-                   "sum adds in the input dtype": out.item() != 1 + 63 * 2 ** -9,
+        r[name] = {"tl.sum of 1 + 63 steps": out.item(), "exact": 1 + 63 * step,
+                   "sum adds in the input dtype": out.item() != 1 + 63 * step,
                    "a*a with a = 1 + 2^-7": p[0].item(), "exact product": (1 + 2 ** -7) ** 2,
                    "product rounded to the input dtype": p[0].item() != (1 + 2 ** -7) ** 2,
                    "x - tl.max(x)": d[0].item(), "exact difference": exact_d,
