@@ -10,8 +10,8 @@ set -uo pipefail
 [ $# -eq 3 ] || { echo "usage: slurm_campaign.sh KVERIFY SOURCE_DIR WORK_DIR" >&2; exit 2; }
 kverify=$1 src=$2 work=$3
 tasks=4 victim=1
-cases=${KV_SLURM_CASES:-96}
-fuzz=(--op rms_norm.fwd --device host --seed 23 --budget-cases "$cases" --max-elements 65536)
+cases=${KV_SLURM_CASES:-2000}
+fuzz=(--op rms_norm.fwd --device host --seed 23 --budget-cases "$cases")
 skip() { echo "[  SKIPPED ] SlurmArrayCampaign: $*"; exit 77; }
 fail() { echo "FAILED: $*"; exit 1; }
 now() { date +%s.%N; }
@@ -61,7 +61,7 @@ share=$(((cases + tasks - 1 - victim) / tasks))
 results=$type_dir/shard-$victim/results.jsonl
 wait_for "[ \$(lines '$results') -ge $((share / 4)) ]" 120 || fail "task $victim made no progress"
 pid=$(cat "$type_dir/status/$victim.pid")
-grep -q -- "--shard.$victim/$tasks" "/proc/$pid/cmdline" 2>/dev/null || fail "pid $pid is not task $victim's kverify"
+tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--shard $victim/$tasks" || fail "pid $pid is not task $victim's kverify"
 before=$(lines "$results")
 [ ! -f "$type_dir/status/$victim.done" ] || fail "task $victim finished before the kill: raise KV_SLURM_CASES"
 kill -9 "$pid"
@@ -85,6 +85,12 @@ sessions=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sess
 [ "$sessions" -eq 2 ] || fail "shard $victim ran in $sessions sessions, not 2 (killed once, resumed once)"
 grep -q "session 2" "$type_dir/logs/task-$victim.log" || fail "task $victim's log has no second session"
 python3 "$src/tests/slurm/same_campaign.py" "$work/single/results.jsonl" "$type_dir/results.jsonl" || fail "merged != single"
+# Before the merge's dedup too: the resumed shard reran no finished case.
+cat "$type_dir"/shard-*/results.jsonl >"$work/shards.jsonl"
+python3 "$src/tests/slurm/same_campaign.py" "$work/single/results.jsonl" "$work/shards.jsonl" || fail "shards != single"
+# And per case the same output bits (whole-tensor digests).
+python3 "$src/tools/bench/same_results.py" "$work/single/results.jsonl" "$type_dir/results.jsonl" | tail -n 1 ||
+  fail "merged outputs differ from the single process's"
 [ -f "$type_dir/report/junit.xml" ] && [ -f "$type_dir/report/report.html" ] || fail "no report or junit.xml"
 echo "timings: single process ${t_single} s; Slurm array of $tasks tasks on $(nproc) CPUs ${t_array} s" \
   "(submit to merged report, with task $victim killed and requeued)"
