@@ -92,6 +92,11 @@ python3 "$src/tests/slurm/same_campaign.py" "$work/single/results.jsonl" "$work/
 python3 "$src/tools/bench/same_results.py" "$work/single/results.jsonl" "$type_dir/results.jsonl" | tail -n 1 ||
   fail "merged outputs differ from the single process's"
 [ -f "$type_dir/report/junit.xml" ] && [ -f "$type_dir/report/report.html" ] || fail "no report or junit.xml"
-echo "timings: single process ${t_single} s; Slurm array of $tasks tasks on $(nproc) CPUs ${t_array} s" \
-  "(submit to merged report, with task $victim killed and requeued)"
+# Where the array's time went, from the tasks' and the merge job's own time stamps (1 s steps).
+stamps() { grep -hoE "$1 at [0-9T:-]+Z" "$type_dir"/logs/$2 | sed 's/.* at //' | xargs -I{} date -d {} +%s | sort -n; }
+first=$(stamps "session 1 .*" 'task-*.log' | head -n 1) last=$(stamps "exit [0-9]+" 'task-*.log' | tail -n 1)
+merged=$(stamps "merge of .*" merge.log | head -n 1)
+echo "timings: single process ${t_single} s; Slurm array of $tasks tasks on $(nproc) CPUs ${t_array} s from submit to" \
+  "merged report, with task $victim killed and requeued (tasks ran from first start to last exit $((last - first)) s," \
+  "the merge job started $((merged - last)) s after)"
 echo "PASSED"
