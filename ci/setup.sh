@@ -6,7 +6,8 @@ PKGS=(cmake ninja-build g++ ccache pkg-config
       libmpfr-dev libgmp-dev libmpfi-dev libqd-dev libeigen3-dev libboost-dev
       libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev libfmt-dev
       libxxhash-dev libtbb-dev librandom123-dev qemu-user python3 libjs-chart.js
-      python3-numpy python3-pytest python3-venv python3-setuptools python3-pip)
+      python3-numpy python3-pytest python3-venv python3-setuptools python3-pip
+      slurm-wlm munge)  # tests/slurm: a one-node Slurm cluster on this machine
 # The tests also open the HTML report in a real browser (tests/reports/report_in_browser.py).
 [ "${1:-}" = "--with-browser" ] && PKGS+=(chromium)
 missing=()

@@ -106,7 +106,8 @@ std::unique_ptr<CommandArgs> setup_fuzz(CLI::App& sub) {
                  "an impl's workspace is not counted): counted as rejected, never launched");
   sub.add_option("--devices", f.devices,
                  "all: one worker per GPU of the host (CUDA_VISIBLE_DEVICES), each running shard i/N into DIR/device-i, "
-                 "joined into DIR/results.jsonl; or a count N (on the host device: N parallel workers); default 1");
+                 "joined into DIR/results.jsonl; or a count N (on the host device: N parallel workers); default 1; "
+                 "with --shard i/N the workers split that shard");
   sub.add_option("--jobs-per-device", f.jobs_per_device,
                  "campaign workers per device (default 1): each a shard of its own, so the host's cores check several "
                  "cases while one GPU runs their kernels; joined like --devices")
@@ -128,9 +129,10 @@ int run_fuzz(CommandArgs& args, const Argv& argv) {
   CampaignOptions& o = f.opts;
   RunEnv env = make_env(f.common);
   if (const int n = fuzz_device_count(f.devices, env.device.kind); n * f.jobs_per_device > 1) {
-    if (f.shard_opt->count())
-      throw UsageError("--devices and --jobs-per-device shard the campaign themselves: give --shard or those, not both");
-    return run_fuzz_on_devices(f.args, f.common.out, n, f.jobs_per_device, env.device.kind == "cuda");
+    // An outer --shard i/N (one task of a Slurm array) is split again among the workers.
+    if (f.shard_opt->count()) parse_shard(f.shard);
+    return run_fuzz_on_devices(f.args, f.common.out, n, f.jobs_per_device, env.device.kind == "cuda",
+                               f.shard_opt->count() ? f.shard : "0/1");
   }
   check_sanitize_tools(f.common.sanitize.tools);
   apply_options(f, env);

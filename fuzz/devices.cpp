@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -23,6 +24,7 @@
 #include "core/spawn.hpp"
 #include "fuzz/campaign.hpp"
 #include "fuzz/failure_class.hpp"
+#include "fuzz/state.hpp"
 
 namespace kv {
 
@@ -84,14 +86,14 @@ std::vector<std::string> without_own_options(const std::vector<std::string>& arg
   return kept;
 }
 
-/// Starts argv_s with stdout and stderr appended to `log` (and CUDA_VISIBLE_DEVICES set when
-/// cuda_device >= 0, removed otherwise); it dies with this process (core/spawn.hpp).
-pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, int cuda_device) {
+/// Starts argv_s with stdout and stderr appended to `log` (and CUDA_VISIBLE_DEVICES set to
+/// cuda_device when that is not empty, removed otherwise); it dies with this process (core/spawn.hpp).
+pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, const std::string& cuda_device) {
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot open " + log);
   SpawnOptions o;
   o.argv = argv_s;
-  o.env = {cuda_device >= 0 ? "CUDA_VISIBLE_DEVICES=" + std::to_string(cuda_device) : "CUDA_VISIBLE_DEVICES"};
+  o.env = {cuda_device.empty() ? "CUDA_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES=" + cuda_device};
   o.out = o.err = fd;
   Spawned s;
   try {
@@ -106,10 +108,25 @@ pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, int 
 
 }  // namespace
 
-int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string& out, int n, int jobs, bool cuda) {
+std::string visible_device(const char* visible, int n) {
+  // A scheduler that hands a job GPUs 2 and 3 sets CUDA_VISIBLE_DEVICES=2,3: worker 0 must
+  // get "2", not "0" (another job's GPU).
+  std::vector<std::string> ids;
+  std::string cur;
+  for (const char* p = visible ? visible : ""; *p; ++p)
+    if (*p == ',') ids.push_back(cur), cur.clear();
+    else cur += *p;
+  if (!cur.empty()) ids.push_back(cur);
+  return n >= 0 && static_cast<size_t>(n) < ids.size() ? ids[static_cast<size_t>(n)] : std::to_string(n);
+}
+
+int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string& out, int n, int jobs, bool cuda,
+                        const std::string& outer_shard) {
+  const Shard outer = parse_shard(outer_shard);
   fs::create_directories(out);
   const std::vector<std::string> base = without_own_options(args);
   const int workers = n * jobs;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const auto start = std::chrono::steady_clock::now();
   const int64_t before = fs::exists(fs::path(out) / "results.jsonl")
                              ? static_cast<int64_t>(read_results((fs::path(out) / "results.jsonl").string()).size())
@@ -119,13 +136,15 @@ int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string&
   for (int w = 0; w < workers; ++w) {
     const int dev = w % n;
     names.push_back("device-" + std::to_string(dev) + (jobs > 1 ? ".job-" + std::to_string(w / n) : ""));
-    const std::string dir = (fs::path(out) / names.back()).string(), shard = std::to_string(w) + "/" + std::to_string(workers);
+    const std::string dir = (fs::path(out) / names.back()).string();
+    const std::string shard = Shard{outer.i + outer.n * w, outer.n * workers}.str();
+    const std::string gpu = cuda ? visible_device(visible, dev) : "";
     std::vector<std::string> argv = {self_exe(), "fuzz"};
     argv.insert(argv.end(), base.begin(), base.end());
     for (const std::string& a : {std::string("--out"), dir, std::string("--shard"), shard}) argv.push_back(a);
-    std::cout << names.back() << (cuda ? " (CUDA_VISIBLE_DEVICES=" + std::to_string(dev) + ")" : std::string(" (host)"))
+    std::cout << names.back() << (cuda ? " (CUDA_VISIBLE_DEVICES=" + gpu + ")" : std::string(" (host)"))
               << ": shard " << shard << " into " << dir << ", log " << dir << ".log\n";
-    pids.push_back(spawn(argv, dir + ".log", cuda ? dev : -1));
+    pids.push_back(spawn(argv, dir + ".log", gpu));
   }
   int worst = 0;
   install_stop_handlers();

@@ -20,6 +20,7 @@
 #include "core/case.hpp"
 #include "core/registry.hpp"
 #include "core/tensor.hpp"
+#include "fuzz/devices.hpp"
 #include "fuzz/space.hpp"
 
 namespace {
@@ -215,7 +216,22 @@ TEST(FuzzCli, DevicesRunOneShardPerWorkerJoinedToTheWholeCampaign) {
   ASSERT_EQ(sh(KV_BIN, "fuzz --device host --resume --budget-cases 40 --out " + d + "/one").code, 0);
   EXPECT_EQ(case_verdicts(d + "/two/results.jsonl"), case_verdicts(d + "/one/results.jsonl"));
   EXPECT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/three --devices 0").code, 2);
-  EXPECT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/four --devices 2 --shard 0/2").code, 2);
+  // An outer --shard (a Slurm array task) is split again among the workers: shard 1/2 on
+  // two workers runs shards 1/4 and 3/4, which join to the single worker's shard 1/2.
+  ASSERT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/half --shard 1/2").code, 0);
+  o = sh(KV_BIN, "fuzz" + opts + d + "/half2 --devices 2 --shard 1/2");
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("shard 3/4"), std::string::npos) << o.text;
+  EXPECT_EQ(case_verdicts(d + "/half2/results.jsonl"), case_verdicts(d + "/half/results.jsonl"));
+  EXPECT_EQ(sh(KV_BIN, "fuzz" + opts + d + "/four --devices 2 --shard 2/2").code, 2);
+}
+
+TEST(FuzzCli, WorkersTakeTheNthOfTheGpusASchedulerHandedThem) {
+  EXPECT_EQ(kv::visible_device("2,3", 0), "2");
+  EXPECT_EQ(kv::visible_device("2,3", 1), "3");
+  EXPECT_EQ(kv::visible_device("GPU-ab12,GPU-cd34", 1), "GPU-cd34");
+  EXPECT_EQ(kv::visible_device(nullptr, 1), "1");
+  EXPECT_EQ(kv::visible_device("", 0), "0");
 }
 
 TEST(FuzzCli, AGpuMemoryBudgetRejectsCasesWhoseTensorsExceedIt) {
