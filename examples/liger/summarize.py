@@ -1,5 +1,5 @@
 """The table of a Liger campaign (campaign.sh): per impl, its cases, verdicts, the declined
-cases with their reasons, and its failures, from OUT/<impl>/merged/results.jsonl (else its
+cases with their reasons, and its failures, from OUT/<impl>/merged.jsonl (else its
 shards' results.jsonl, each case once by campaign seed and index); written to OUT/summary.json
 and OUT/summary.md. Usage: summarize.py OUT"""
 
@@ -12,7 +12,7 @@ import sys
 
 def lines_of(d):
     """The impl's result lines: merged/, else every shard's, each (seed, index) once."""
-    merged = os.path.join(d, "merged", "results.jsonl")
+    merged = os.path.join(d, "merged.jsonl")
     paths = [merged] if os.path.exists(merged) else sorted(glob.glob(os.path.join(d, "shard-*", "results.jsonl")))
     seen = set()
     for p in paths:
@@ -47,7 +47,7 @@ def main(out):
     rows = {}
     for name in sorted(os.listdir(out)):
         d = os.path.join(out, name)
-        if glob.glob(os.path.join(d, "*", "results.jsonl")):
+        if glob.glob(os.path.join(d, "*", "results.jsonl")) or os.path.exists(os.path.join(d, "merged.jsonl")):
             rows[name] = impl_summary(d)
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(rows, f, indent=1)
