@@ -1,0 +1,53 @@
+"""The Liger campaign's host-side tools (examples/liger: summarize.py, classify.py), which need
+no GPU: shards joined once per case, and each failure assigned to the Liger behaviour that
+explains it, an unexplained one named as such (classify exits 1 on it)."""
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "liger"))
+
+import classify  # noqa: E402
+import summarize  # noqa: E402
+
+
+def line(op, shape, verdict="fail", attrs=None, dtypes=None, index=0, impl="liger_x"):
+    return {"op": op, "impl": impl, "shape": shape, "verdict": verdict, "attrs": attrs or {}, "dtypes": dtypes or {},
+            "case": f"kv1 op={op} impl={impl} shape={'x'.join(map(str, shape))} seed={index}",
+            "fuzz": {"seed": 1, "index": index, "tier": "generated"}}
+
+
+def test_failures_are_assigned_to_their_finding():
+    sc = {"softcap": "0x1p+0", "reduction": "mean"}
+    assert classify.explain(line("cross_entropy.fwd", [8, 15], attrs=sc)) == "softcap_padding"
+    assert classify.explain(line("cross_entropy.fwd", [8, 16], attrs=sc)) == "unexplained"  # no padded lane
+    assert classify.explain(line("fused_linear_cross_entropy.bwd", [4, 8, 100], attrs=sc)) == "softcap_padding"
+    bf = {"x": "bf16"}
+    assert classify.explain(line("fused_linear_cross_entropy.bwd", [4, 8, 128], attrs={"reduction": "sum"},
+                                 dtypes=bf)) == "flce_scale_after_products"
+    assert classify.explain(line("fused_linear_cross_entropy.bwd", [4, 8, 128], attrs={"reduction": "none"},
+                                 dtypes=bf)) == "flce_none_dloss_rounded"
+    assert classify.explain(line("fused_linear_cross_entropy.bwd", [4, 8, 128], attrs={"reduction": "sum"},
+                                 dtypes={"x": "fp32"})) == "unexplained"
+    assert classify.explain(line("rms_norm.fwd", [4, 64])) == "unexplained"
+
+
+def _write(path, lines):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(l) + "\n" for l in lines))
+
+
+def test_shards_join_once_and_an_unexplained_failure_exits_1(tmp_path):
+    d = tmp_path / "liger_rms"
+    a = line("rms_norm.fwd", [4, 64], verdict="pass", index=0)
+    _write(str(d / "shard-0-of-2" / "results.jsonl"), [a, line("rms_norm.fwd", [4, 64], index=2)])
+    _write(str(d / "shard-1-of-2" / "results.jsonl"), [a, line("rms_norm.fwd", [4, 64], verdict="pass", index=1)])
+    assert summarize.main(str(tmp_path)) == 1  # a failure
+    s = json.load(open(tmp_path / "summary.json"))["liger_rms"]
+    assert s["cases"] == 3 and s["verdicts"] == {"pass": 2, "fail": 1}  # the line in both shards counted once
+    assert classify.main(str(tmp_path)) == 1  # rms_norm failing: no known Liger defect explains it
+    c = json.load(open(tmp_path / "classified.json"))
+    assert c["counts"] == {"liger_rms unexplained": 1}
