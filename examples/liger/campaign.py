@@ -39,6 +39,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-elements", type=int, default=1 << 20)
     ap.add_argument("--curated", default=os.path.join(HERE, "liger_shapes.json"))
+    ap.add_argument("--case-timeout", type=float, default=300.0, help="seconds one Liger call may take (Triton's "
+                    "compile included) before the case is an error")
     a = ap.parse_args(argv)
     groups = [g for g in a.groups.split(",") if g]
     bad = [g for g in groups if g not in GROUPS]
@@ -55,7 +57,7 @@ def main(argv=None):
         try:
             res, note = kverify.check(fn, op, contract=contract, impl=name, cases=a.cases, seed=a.seed, shard=a.shard,
                                       max_elements=a.max_elements, curated=a.curated, out=out, device="cuda",
-                                      raise_on_failure=False, **accepts), ""
+                                      raise_on_failure=False, case_timeout=a.case_timeout, **accepts), ""
         except kverify.CheckFailed as e:  # this shard verified nothing (all declined or unverifiable)
             res, note = e.results, str(e)[:600]
         fails = [l for l in res.lines if l.get("verdict") in ("fail", "error")]

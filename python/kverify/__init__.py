@@ -32,12 +32,16 @@ import warnings
 from . import _arrays, _native
 from ._contracts import Audited, any_order, audited
 
-__all__ = ["check", "replay", "report", "audited", "any_order", "Results", "Unsupported", "CheckFailed"]
+__all__ = ["check", "replay", "report", "audited", "any_order", "Results", "Unsupported", "CheckFailed", "CaseTimeout"]
 
 
 class Unsupported(Exception):
     """Raised by a contract function for a case the impl does not compute (kverify declines
     the case, and the fuzzer draws another)."""
+
+
+class CaseTimeout(Exception):
+    """Raised in the impl when it runs past check's case_timeout (the case becomes an error)."""
 
 
 class CheckFailed(AssertionError):
@@ -75,6 +79,25 @@ _alive = {}  # (op, impl) -> the ctypes callbacks kverify holds (kept from the c
 _lock = threading.RLock()  # one check at a time: kverify's registry of impls is the process's
 _pending = []  # a KeyboardInterrupt or SystemExit the impl raised, raised again after the check
 _campaign = [False]  # a campaign runs (its SIGINT handler winds it down)
+_case_timeout = [None]  # seconds an impl call may take (check's case_timeout), None: no limit
+
+
+def _armed(limit):
+    """SIGALRM raising CaseTimeout in the impl after `limit` seconds: in Python code and in
+    waits on subprocesses (a compiler that hangs; subprocess.run kills its child on the way
+    out), not inside a C call that never returns. Main thread only. Returns the disarm."""
+    if not limit or threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def alarm(_sig, _frame):
+        raise CaseTimeout(f"the impl ran past case_timeout={limit} s")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+
+    def disarm():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    return disarm
 
 
 def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device="host"):
@@ -87,9 +110,13 @@ def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, de
         io = _arrays
 
     def run(_user, case_json, tensors, n, err, err_len):
+        disarm = _armed(_case_timeout[0])
         try:
             case = json.loads(case_json)
-            result = fn(io.inputs(tensors, n), case)
+            try:
+                result = fn(io.inputs(tensors, n), case)
+            finally:
+                disarm()
             io.write_outputs(tensors, n, result, notes)
             return 0
         except (KeyboardInterrupt, SystemExit) as e:
@@ -235,7 +262,7 @@ def _message(op, impl, res):
 
 def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None, knobs=None, cases=None,
           budget=None, seed=0, max_elements=None, curated="builtin", max_shrink_runs=200, out=None, version=None,
-          device="host", shard=None, raise_on_failure=True):
+          device="host", shard=None, raise_on_failure=True, case_timeout=None):
     """Checks fn as an impl of op. contract: the numerics contract (a dict, or a function of the
     case returning one that may raise Unsupported; see examples/worker/PROTOCOL.md, Contracts);
     kverify.audited(contract) has the audit measure its reductions per case, and 'audited'
@@ -246,7 +273,9 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
     campaign directory (default: a fresh temporary one). device: host (fn gets numpy arrays) or
     cuda (torch tensors on the GPU; kverify runs as on that GPU). shard: "i/N", the generated
     cases of indices i mod N (one process per shard, the same seed; `kverify merge` joins the
-    directories). Returns Results; raises CheckFailed (an AssertionError) when a case fails or
+    directories). case_timeout: seconds one call of fn may take before the case is an error
+    (CaseTimeout raised in fn; Python code and subprocess waits, main thread). Returns Results;
+    raises CheckFailed (an AssertionError) when a case fails or
     errs (raise_on_failure=False: returns them in Results) or when no case was verified (always),
     ValueError for bad arguments."""
     _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements)
@@ -269,8 +298,14 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
         if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
             raise ValueError(f"shard must be 'i/N' with 0 <= i < N, not {shard!r}")
         opts["shard"] = str(shard)
-    notes, answer = _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device,
-                               _native.lib().kvc_check, json.dumps(opts).encode(), campaign=True)
+    if case_timeout is not None and not (isinstance(case_timeout, (int, float)) and case_timeout > 0):
+        raise ValueError(f"case_timeout must be a number of seconds above 0, not {case_timeout!r}")
+    _case_timeout[0] = case_timeout
+    try:
+        notes, answer = _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device,
+                                   _native.lib().kvc_check, json.dumps(opts).encode(), campaign=True)
+    finally:
+        _case_timeout[0] = None
     if answer.get("interrupted") == signal.SIGINT:
         raise KeyboardInterrupt(f"kverify: check of {op} impl '{impl}' interrupted (results so far: {out})")
     if answer.get("interrupted"):

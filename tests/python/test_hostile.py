@@ -125,3 +125,21 @@ def test_an_output_the_op_lacks_is_an_error_and_numpy_scalars_in_a_contract_are_
         kverify.check(extra, contract=rms_contract, cases=2, curated="none", out=tmp_path / "e", **A)
     assert "no output of" in str(e.value)
     assert kverify.check(rms_norm, contract=np_contract, cases=3, out=tmp_path / "n", **A).counts.get("pass", 0) >= 3
+
+
+def test_an_impl_that_hangs_is_an_error_after_case_timeout(tmp_path):
+    import subprocess
+    import time
+
+    def hangs(t, case):  # a compiler that never returns, as ptxas did on Liger's rope at 512 x 1024 tiles
+        subprocess.run(["sleep", "30"], check=True)
+
+    t0 = time.time()
+    with pytest.raises(kverify.CheckFailed) as e:
+        kverify.check(hangs, op="rms_norm.fwd", contract=rms_contract, cases=1, curated="none", max_shrink_runs=1,
+                      case_timeout=0.5, out=tmp_path / "h", dtypes=["fp32"])
+    assert time.time() - t0 < 20
+    assert "case_timeout=0.5" in str(e.value)
+    assert e.value.results.counts.get("error", 0) >= 1
+    with pytest.raises(ValueError, match="case_timeout"):
+        kverify.check(hangs, op="rms_norm.fwd", contract=rms_contract, cases=1, case_timeout=-1)
