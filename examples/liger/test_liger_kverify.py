@@ -36,12 +36,15 @@ SHAPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "liger_shapes.
 CASES = 100  # generated cases per test, scaled by --kverify-budget
 
 
-def _check(kverify_check, impl, dtype, attrs=None):
+def _check(kverify_check, impl, dtype, attrs=None, fixed=None):
+    """One Liger impl at one dtype: every tensor in it, except those of a fixed dtype (weight,
+    dloss: fp32) and those `fixed` names (rstd: fp32 in llama and gemma)."""
     name, fn, op, contract, accepts = impl
     acc = {"dtypes": {t: [dtype] for t in accepts["dtypes"]}, "attrs": dict(accepts.get("attrs", {}))}
-    for t, allowed in accepts["dtypes"].items():  # tensors of a fixed dtype (rstd, weight, dloss) keep theirs
+    for t, allowed in accepts["dtypes"].items():
         if dtype not in allowed:
             acc["dtypes"][t] = allowed
+    acc["dtypes"].update(fixed or {})
     acc["attrs"].update(attrs or {})
     return kverify_check(fn, op=op, contract=contract, impl=name, cases=CASES, device="cuda", curated=SHAPES, **acc)
 
@@ -50,7 +53,7 @@ def _check(kverify_check, impl, dtype, attrs=None):
 @pytest.mark.parametrize("mode", ["llama", "gemma", "none"])
 @pytest.mark.parametrize("impl", rms_norm.IMPLS, ids=lambda i: i[0])
 def test_rms_norm(kverify_check, impl, mode, dtype):
-    _check(kverify_check, impl, dtype, {"mode": [mode]})
+    _check(kverify_check, impl, dtype, {"mode": [mode]}, {"rstd": [dtype if mode == "none" else "fp32"]})
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
