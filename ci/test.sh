@@ -12,13 +12,20 @@ level=(-LE slow)
 if [ "${KVERIFY_TEST_LEVEL:-fast}" = "full" ]; then export RC_PARAMS="max_success=1000"; level=(); fi
 code=0
 ctest --preset "$preset" "${level[@]}" || code=$?
+log="build/$preset/Testing/run.log"  # the run's output, before `ctest -N` below rewrites LastTest.log
+cp "build/$preset/Testing/Temporary/LastTest.log" "$log" 2>/dev/null || : > "$log"
 if [ ${#level[@]} -gt 0 ]; then
   echo "Left out at KVERIFY_TEST_LEVEL=fast (run with KVERIFY_TEST_LEVEL=full):"
   ctest --preset "$preset" -N -L slow | { grep -E "Test +#" || echo "none in this build"; } | sed 's/^/  /'
 fi
-log="build/$preset/Testing/Temporary/LastTest.log"
-if grep -q "Skipped" "$log" 2>/dev/null; then
+if grep -qE "^\[  SKIPPED \]|no CUDA device" "$log"; then
   echo "Skipped tests and why:"
   grep -E "^\[  SKIPPED \]|no CUDA device" "$log" | sort | uniq -c | sed 's/^/  /'
+fi
+# The Slurm test's account of itself: the kill, the requeue, the comparison, the timings.
+slurm=$(awk '/Testing: SlurmArrayCampaign/{on=1} on{print} on&&/<end of output>/{exit}' "$log")
+if [ -n "$slurm" ]; then
+  echo "SlurmArrayCampaign:"
+  echo "$slurm" | grep -E "^(single process|submitted|killed task|requeued|task [0-9]+/[0-9]+: kverify|timings|same|DIFFERENT|[0-9]+ cases on both sides|PASSED|FAILED|\[  SKIPPED)" | sed 's/^/  /'
 fi
 exit $code
