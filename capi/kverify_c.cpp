@@ -62,6 +62,7 @@ kv::CampaignOptions campaign_options(const json& o, const kv::RunEnv& env) {
   if (o.contains("max_elements")) co.max_elements = o["max_elements"].get<int64_t>();
   if (o.contains("shard")) co.shard = o["shard"].get<std::string>();
   co.curated = o.value("curated", std::string("builtin"));
+  co.resume = o.value("resume", false);
   co.max_shrink_runs = o.value("max_shrink_runs", 200);
   co.max_shrink_seconds = o.value("max_shrink_seconds", 300.0);
   return co;

@@ -39,6 +39,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-elements", type=int, default=1 << 20)
     ap.add_argument("--curated", default=os.path.join(HERE, "liger_shapes.json"))
+    ap.add_argument("--resume", action="store_true", help="go on with the campaigns in OUT (a device call of 10 "
+                    "minutes at most: run again with a larger --cases to extend)")
     ap.add_argument("--case-timeout", type=float, default=300.0, help="seconds one Liger call may take (Triton's "
                     "compile included) before the case is an error")
     a = ap.parse_args(argv)
@@ -57,7 +59,9 @@ def main(argv=None):
         try:
             res, note = kverify.check(fn, op, contract=contract, impl=name, cases=a.cases, seed=a.seed, shard=a.shard,
                                       max_elements=a.max_elements, curated=a.curated, out=out, device="cuda",
-                                      raise_on_failure=False, case_timeout=a.case_timeout, **accepts), ""
+                                      raise_on_failure=False, case_timeout=a.case_timeout,
+                                      resume=a.resume and os.path.exists(os.path.join(out, "campaign.json")),
+                                      **accepts), ""
         except kverify.CheckFailed as e:  # this shard verified nothing (all declined or unverifiable)
             res, note = e.results, str(e)[:600]
         fails = [l for l in res.lines if l.get("verdict") in ("fail", "error")]

@@ -262,7 +262,7 @@ def _message(op, impl, res):
 
 def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None, knobs=None, cases=None,
           budget=None, seed=0, max_elements=None, curated="builtin", max_shrink_runs=200, out=None, version=None,
-          device="host", shard=None, raise_on_failure=True, case_timeout=None):
+          device="host", shard=None, raise_on_failure=True, case_timeout=None, resume=False):
     """Checks fn as an impl of op. contract: the numerics contract (a dict, or a function of the
     case returning one that may raise Unsupported; see examples/worker/PROTOCOL.md, Contracts);
     kverify.audited(contract) has the audit measure its reductions per case, and 'audited'
@@ -274,7 +274,9 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
     cuda (torch tensors on the GPU; kverify runs as on that GPU). shard: "i/N", the generated
     cases of indices i mod N (one process per shard, the same seed; `kverify merge` joins the
     directories). case_timeout: seconds one call of fn may take before the case is an error
-    (CaseTimeout raised in fn; Python code and subprocess waits, main thread). Returns Results;
+    (CaseTimeout raised in fn; Python code and subprocess waits, main thread). resume: go on with
+    the campaign in out (the same seed and options; the cases it holds are not run again), as
+    `kverify fuzz --resume` does. Returns Results;
     raises CheckFailed (an AssertionError) when a case fails or
     errs (raise_on_failure=False: returns them in Results) or when no case was verified (always),
     ValueError for bad arguments."""
@@ -283,10 +285,11 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
     impl = _impl_name(fn, impl)
     if out is None:
         out = tempfile.mkdtemp(prefix=f"kverify-{op}-{impl}-")
-    if os.path.exists(os.path.join(out, "campaign.json")):
-        raise ValueError(f"out={os.fspath(out)!r} already holds a campaign: give a new directory or remove it")
+    if os.path.exists(os.path.join(out, "campaign.json")) and not resume:
+        raise ValueError(f"out={os.fspath(out)!r} already holds a campaign: give a new directory, remove it, or "
+                         "resume=True to go on with it")
     opts = {"op": op, "impl": impl, "out": os.fspath(out), "seed": seed, "curated": curated, "device": device,
-            "max_shrink_runs": int(max_shrink_runs), "contract": mode}
+            "max_shrink_runs": int(max_shrink_runs), "contract": mode, "resume": bool(resume)}
     if cases is not None:
         opts["cases"] = cases
     if budget is not None:

@@ -118,3 +118,16 @@ def test_raise_on_failure_false_returns_the_failures(tmp_path):
     with pytest.raises(kverify.CheckFailed, match="checked nothing"):  # checking nothing still raises
         kverify.check(rms_norm, op="rms_norm.fwd", contract=none_taken, cases=3, out=tmp_path / "s",
                       raise_on_failure=False, curated="none")
+
+
+def test_resume_goes_on_with_a_campaign_without_rerunning_its_cases(tmp_path):
+    out = tmp_path / "r"
+    first = kverify.check(rms_norm, op="rms_norm.fwd", contract=rms_contract, cases=6, out=out, curated="none",
+                          **ACCEPTS)
+    with pytest.raises(ValueError, match="resume=True"):
+        kverify.check(rms_norm, op="rms_norm.fwd", contract=rms_contract, cases=12, out=out, **ACCEPTS)
+    more = kverify.check(rms_norm, op="rms_norm.fwd", contract=rms_contract, cases=12, out=out, curated="none",
+                         resume=True, **ACCEPTS)
+    idx = [l["fuzz"]["index"] for l in more.lines]
+    assert len(idx) == len(set(idx)) == 12, idx  # the first 6 kept, 6 more run, none twice
+    assert [l["case"] for l in more.lines[:6]] == [l["case"] for l in first.lines]
