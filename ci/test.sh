@@ -18,9 +18,11 @@ if [ ${#level[@]} -gt 0 ]; then
   echo "Left out at KVERIFY_TEST_LEVEL=fast (run with KVERIFY_TEST_LEVEL=full):"
   ctest --preset "$preset" -N -L slow | { grep -E "Test +#" || echo "none in this build"; } | sed 's/^/  /'
 fi
-if grep -qE "^\[  SKIPPED \]|no CUDA device" "$log"; then
-  echo "Skipped tests and why:"
-  grep -E "^\[  SKIPPED \]|no CUDA device" "$log" | sort | uniq -c | sed 's/^/  /'
+# Why tests skipped: the line after each GoogleTest "Skipped", and script tests' own lines.
+why=$( { grep -A1 -E ": Skipped$" "$log" | grep -vE ": Skipped$|^--$"; grep -E "^\[  SKIPPED \] [^ ]+: |^SKIP: " "$log"; } )
+if [ -n "$why" ]; then
+  echo "Skipped tests and why (tests per reason):"
+  echo "$why" | sort | uniq -c | sed 's/^/  /'
 fi
 # The Slurm test's account of itself: the kill, the requeue, the comparison, the timings.
 slurm=$(awk '/Testing: SlurmArrayCampaign/{on=1} on{print} on&&/<end of output>/{exit}' "$log")
