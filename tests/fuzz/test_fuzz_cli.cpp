@@ -187,6 +187,18 @@ TEST(FuzzCli, ShardsMergeToTheWholeCampaign) {
   EXPECT_EQ(case_verdicts(d + "/merged.jsonl"), case_verdicts(d + "/all/results.jsonl"));
   EXPECT_EQ(kv::read_results(d + "/merged.jsonl").size(), kv::read_results(d + "/all/results.jsonl").size());
   EXPECT_EQ(sh(KV_BIN, "merge " + d + "/merged.jsonl " + d + "/s1/results.jsonl").code, 2);  // exists
+  // A campaign directory stands for its results.jsonl; a path that holds none is exit 2, not
+  // "merged 0 result lines" (what merging directories used to print, exit 0).
+  o = sh(KV_BIN, "merge " + d + "/by_dir.jsonl " + d + "/s0 " + d + "/s1 " + d + "/s2");
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(case_verdicts(d + "/by_dir.jsonl"), case_verdicts(d + "/all/results.jsonl"));
+  o = sh(KV_BIN, "merge " + d + "/none.jsonl " + d + "/s0 " + d);
+  EXPECT_EQ(o.code, 2) << o.text;
+  EXPECT_NE(o.text.find("without results.jsonl"), std::string::npos) << o.text;
+  o = sh(KV_BIN, "merge " + d + "/none.jsonl " + d + "/s9/results.jsonl");
+  EXPECT_EQ(o.code, 2) << o.text;
+  EXPECT_NE(o.text.find("does not exist"), std::string::npos) << o.text;
+  EXPECT_FALSE(std::filesystem::exists(d + "/none.jsonl"));
 }
 
 TEST(FuzzCli, DevicesRunOneShardPerWorkerJoinedToTheWholeCampaign) {
