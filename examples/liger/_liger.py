@@ -24,6 +24,17 @@ def row_fits(n, what="a row"):
     return n
 
 
+def one_dtype(case, names, why):
+    """The one dtype of the tensors `names` the case has (None: all of its tensors); a case
+    where they differ is declined with `why` (Liger allocates them alike, or writes one over
+    another)."""
+    d = case["dtypes"]
+    got = {d[n] for n in (d if names is None else names) if n in d}
+    if len(got) != 1:
+        raise kverify.Unsupported(why)
+    return got.pop()
+
+
 def triton(acc="fp32", math_ulps=None, reductions=None, sites=None, determinism=None, **extra):
     c = {"acc": acc, "fma": True, "ftz": True, "math_ulps": dict(math_ulps or {}),
          "reductions": dict(reductions or {}), "determinism": dict(determinism or {})}

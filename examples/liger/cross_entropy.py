@@ -16,7 +16,7 @@ import torch
 from liger_kernel.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
 
 import kverify
-from _liger import DIV, EXP2, FLOATS, rows, serial, triton
+from _liger import DIV, EXP2, FLOATS, one_dtype, rows, serial, triton
 
 ATTRS = {"ignored_grad": ["zero"], "empty_mean": ["zero"]}
 ACCEPTS = {"dtypes": {"logits": FLOATS, "weight": ["fp32"], "loss": FLOATS}, "attrs": ATTRS}
@@ -39,20 +39,16 @@ def _semantics(case):
 
 def contract(case):
     _semantics(case)
-    d = case["dtypes"]
-    if d["loss"] != d["logits"]:
-        raise kverify.Unsupported("Liger returns the loss in the logits' dtype")
+    x = one_dtype(case, ["logits", "loss"], "Liger returns the loss in the logits' dtype")
     red = {"row": serial(case["shape"][-1]), "rows": serial(rows(case["shape"]))}
-    return triton("fp32", _math(case), red, {"ce.row_loss": d["logits"]})
+    return triton("fp32", _math(case), red, {"ce.row_loss": x})
 
 
 def contract_bwd(case):
     _semantics(case)
-    d = case["dtypes"]
-    if d["dlogits"] != d["logits"]:
-        raise kverify.Unsupported("Liger writes the gradient over the logits: dlogits in the logits' dtype")
+    x = one_dtype(case, ["logits", "dlogits"], "Liger writes the gradient over the logits: dlogits in the logits' dtype")
     red = {"row": serial(case["shape"][-1]), "rows": serial(rows(case["shape"]))}  # rows: the mean's weight sum
-    return triton("fp32", _math(case), red, {"ce.grad": d["logits"]})
+    return triton("fp32", _math(case), red, {"ce.grad": x})
 
 
 def _run(t, case, grad):

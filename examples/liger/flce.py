@@ -22,7 +22,7 @@ from liger_kernel.ops.fused_linear_cross_entropy import (fused_linear_cross_entr
                                                          fused_linear_cross_entropy_forward)
 
 import kverify
-from _liger import DIV, EXP2, FLOATS, serial, triton
+from _liger import DIV, EXP2, FLOATS, one_dtype, serial, triton
 
 ATTRS = {"ignored_grad": ["zero"], "empty_mean": ["zero"]}
 ACCEPTS = {"dtypes": {"x": FLOATS, "weight": FLOATS, "bias": FLOATS, "loss": ["fp32"]}, "attrs": ATTRS}
@@ -41,11 +41,8 @@ def _products(n, tc):
 
 
 def _contract(case, bwd, fp32_acc):
-    d = case["dtypes"]
-    x = d["x"]
-    names = ["weight", "bias", "dx", "dweight", "dbias"] if bwd else ["weight", "bias"]
-    if any(d.get(n, x) != x for n in names):
-        raise kverify.Unsupported("Liger's FLCE takes x, weight, bias and gives its gradients in one dtype")
+    names = ["x", "weight", "bias", "dx", "dweight", "dbias"] if bwd else ["x", "weight", "bias"]
+    x = one_dtype(case, names, "Liger's FLCE takes x, weight, bias and gives its gradients in one dtype")
     if case["attrs"]["bias"] == "true" and x != "fp32":
         raise kverify.Unsupported("a bias with bf16/fp16 x: Liger rounds x W^T to x's dtype, then adds the bias and "
                                   "rounds again (the site flce.logits rounds once)")

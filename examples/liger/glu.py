@@ -18,7 +18,7 @@ Rows longer than 65536 are declined (calculate_settings raises)."""
 from liger_kernel.ops.geglu import geglu_backward, geglu_forward
 from liger_kernel.ops.swiglu import swiglu_backward, swiglu_forward
 
-from _liger import DIV, EXP2, FLOATS, row_fits, triton
+from _liger import DIV, EXP2, FLOATS, one_dtype, row_fits, triton
 
 ACCEPTS = {"dtypes": {"a": FLOATS, "b": FLOATS, "c": FLOATS}}
 ACCEPTS_BWD = {"dtypes": {"dc": FLOATS, "a": FLOATS, "b": FLOATS, "da": FLOATS, "db": FLOATS}}
@@ -26,11 +26,9 @@ SIGMOID = {"exp": EXP2, "div": dict(DIV, via="rcp")}
 
 
 def _one_dtype(case):
-    import kverify
-    if len(set(case["dtypes"].values())) != 1:
-        raise kverify.Unsupported("Liger's GLU kernels take and give one dtype (outputs are written over the inputs)")
+    d = one_dtype(case, None, "Liger's GLU kernels take and give one dtype (outputs are written over the inputs)")
     row_fits(case["shape"][-1])
-    return case["dtypes"]["b"]
+    return d
 
 
 def swiglu_contract(case):

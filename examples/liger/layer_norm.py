@@ -13,8 +13,7 @@ Rows longer than 65536 are declined (calculate_settings raises)."""
 
 from liger_kernel.ops.layer_norm import layer_norm_backward, layer_norm_forward
 
-import kverify
-from _liger import DIV, FLOATS, row_fits, rows, rows_over_sms, serial, triton
+from _liger import DIV, FLOATS, one_dtype, row_fits, rows, rows_over_sms, serial, triton
 
 ACCEPTS = {"dtypes": {"x": FLOATS, "w": FLOATS, "b": FLOATS, "y": FLOATS, "mean": FLOATS, "rstd": FLOATS},
            "attrs": {"stat_dtype": ["x_dtype"]}}
@@ -23,9 +22,7 @@ ACCEPTS_BWD = {"dtypes": {"dy": FLOATS, "x": FLOATS, "w": FLOATS, "mean": FLOATS
 
 
 def _one_dtype(case, names):
-    d = case["dtypes"]
-    if len({d[n] for n in names if n in d}) != 1:
-        raise kverify.Unsupported("Liger's LayerNorm takes x, w, b, dy of one dtype and gives its outputs in it")
+    one_dtype(case, names, "Liger's LayerNorm takes x, w, b, dy of one dtype and gives its outputs in it")
 
 
 def contract(case):

@@ -19,8 +19,7 @@ Rows longer than 65536 are declined (calculate_settings raises)."""
 from liger_kernel.ops.rms_norm import _str_to_casting_mode, rms_norm_backward, rms_norm_forward
 from liger_kernel.ops.utils import calculate_settings
 
-import kverify
-from _liger import FLOATS, RCP, row_fits, rows, rows_over_sms, serial, triton
+from _liger import FLOATS, RCP, one_dtype, row_fits, rows, rows_over_sms, serial, triton
 
 MODES = ["llama", "gemma", "none"]
 ACCEPTS = {"dtypes": {"x": FLOATS, "w": FLOATS, "y": FLOATS, "rstd": FLOATS}, "attrs": {"mode": MODES}}
@@ -29,9 +28,7 @@ ACCEPTS_BWD = {"dtypes": {"dy": FLOATS, "x": FLOATS, "w": FLOATS, "rstd": FLOATS
 
 
 def _same_dtype(case, names):
-    d = case["dtypes"]
-    if len({d[n] for n in names}) != 1:
-        raise kverify.Unsupported(f"Liger allocates {', '.join(names[1:])} like {names[0]}: one dtype for all of them")
+    one_dtype(case, names, f"Liger allocates {', '.join(names[1:])} like {names[0]}: one dtype for all of them")
 
 
 def contract(case):

@@ -18,7 +18,7 @@ declined as unusable rather than judged."""
 import kverify
 from liger_kernel.ops.rope import rope_backward, rope_forward
 
-from _liger import FLOATS, triton
+from _liger import FLOATS, one_dtype, triton
 
 ACCEPTS = {"dtypes": {"q": FLOATS, "k": FLOATS, "cos": FLOATS, "sin": FLOATS, "q_out": FLOATS, "k_out": FLOATS},
            "attrs": {"layout": ["rotate_half"], "positions": ["1d"]}}
@@ -43,10 +43,8 @@ def _contract(case, q, k, outs):
         raise kverify.Unsupported(f"a tile of {tile} elements (next_pow2 of {max(hq, hk)} heads x next_pow2(D)/2): "
                                   f"Liger's rope holds every head of a token in one program, and ptxas does not finish "
                                   f"such kernels in minutes (see rope.py)")
-    if d["cos"] != d["sin"]:
-        raise kverify.Unsupported("cos and sin of two dtypes: Liger computes in sin's dtype")
-    if d[q] != d[k] or any(d[o] != d[q] for o in outs):
-        raise kverify.Unsupported("Liger rotates q and k in place: q, k and their outputs of one dtype")
+    one_dtype(case, ["cos", "sin"], "cos and sin of two dtypes: Liger computes in sin's dtype")
+    one_dtype(case, [q, k] + outs, "Liger rotates q and k in place: q, k and their outputs of one dtype")
     if _BITS[d[q]] > _BITS[d["cos"]] or (d[q] != d["cos"] and d["cos"] != "fp32"):
         raise kverify.Unsupported(f"{q} in {d[q]} with {d['cos']} tables: Liger rounds it to the tables' dtype first")
     return triton(d["cos"])
