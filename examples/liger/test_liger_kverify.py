@@ -57,38 +57,15 @@ def test_rms_norm(kverify_check, impl, mode, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("impl", layer_norm.IMPLS, ids=lambda i: i[0])
-def test_layer_norm(kverify_check, impl, dtype):
-    _check(kverify_check, impl, dtype)
-
-
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("impl", softmax.IMPLS, ids=lambda i: i[0])
-def test_softmax(kverify_check, impl, dtype):
-    _check(kverify_check, impl, dtype)
-
-
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("impl", rope.IMPLS, ids=lambda i: i[0])
-def test_rope(kverify_check, impl, dtype):
-    _check(kverify_check, impl, dtype)
-
-
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("impl", glu.IMPLS, ids=lambda i: i[0])
-def test_glu(kverify_check, impl, dtype):
+@pytest.mark.parametrize("impl", layer_norm.IMPLS + softmax.IMPLS + rope.IMPLS + glu.IMPLS, ids=lambda i: i[0])
+def test_op(kverify_check, impl, dtype):
+    """The ops without attributes to sweep: layer_norm, softmax, rope, swiglu and geglu."""
     _check(kverify_check, impl, dtype)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-@pytest.mark.parametrize("impl", cross_entropy.IMPLS, ids=lambda i: i[0])
+@pytest.mark.parametrize("impl", cross_entropy.IMPLS + flce.IMPLS, ids=lambda i: i[0])
 def test_cross_entropy(kverify_check, impl, reduction, dtype):
-    _check(kverify_check, impl, dtype, {"reduction": [reduction]})
-
-
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-@pytest.mark.parametrize("impl", flce.IMPLS, ids=lambda i: i[0])
-def test_fused_linear_cross_entropy(kverify_check, impl, reduction, dtype):
+    """cross_entropy and fused linear cross-entropy, each reduction."""
     _check(kverify_check, impl, dtype, {"reduction": [reduction]})
