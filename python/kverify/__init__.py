@@ -164,17 +164,18 @@ def _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, de
     return notes
 
 
-def _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device, native, *args, campaign=False):
+def _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device, native, *args, campaign=False,
+               case_timeout=None):
     """fn registered, then one call into the library, under the lock; a KeyboardInterrupt or
     SystemExit the impl raised during it is raised again here. Returns (notes, answer)."""
     with _lock:
         notes = _register(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device)
         del _pending[:]
-        _campaign[0] = campaign
+        _campaign[0], _case_timeout[0] = campaign, case_timeout
         try:
             answer = _native.call_json(native, *args)
         finally:
-            _campaign[0] = False
+            _campaign[0], _case_timeout[0] = False, None
         if _pending:
             raise _pending.pop()
     return notes, answer
@@ -198,7 +199,7 @@ def _plain(v):
     raise TypeError(f"{type(v).__name__} is not JSON")
 
 
-def _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements):
+def _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements, shard=None, case_timeout=None):
     """Arguments checked before anything runs: one ValueError naming the argument."""
     if not callable(fn):
         raise ValueError(f"fn must be callable, not {type(fn).__name__}")
@@ -218,6 +219,12 @@ def _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements
         raise ValueError(f"seed must be a whole number in [0, 2^64), not {seed!r}")
     if max_elements is not None and (isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 1):
         raise ValueError(f"max_elements must be a whole number >= 1, not {max_elements!r}")
+    if shard is not None:
+        m = re.fullmatch(r"(\d+)/(\d+)", str(shard))
+        if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
+            raise ValueError(f"shard must be 'i/N' with 0 <= i < N, not {shard!r}")
+    if case_timeout is not None and not (isinstance(case_timeout, (int, float)) and case_timeout > 0):
+        raise ValueError(f"case_timeout must be a number of seconds above 0, not {case_timeout!r}")
 
 
 def _contract_mode(contract):
@@ -280,7 +287,7 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
     raises CheckFailed (an AssertionError) when a case fails or
     errs (raise_on_failure=False: returns them in Results) or when no case was verified (always),
     ValueError for bad arguments."""
-    _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements)
+    _validate(fn, op, contract, dtypes, attrs, cases, budget, seed, max_elements, shard, case_timeout)
     contract, mode = _contract_mode(contract)
     impl = _impl_name(fn, impl)
     if out is None:
@@ -297,18 +304,10 @@ def check(fn, op, *, contract, impl=None, dtypes=None, attrs=None, layouts=None,
     if max_elements is not None:
         opts["max_elements"] = max_elements
     if shard is not None:
-        m = re.fullmatch(r"(\d+)/(\d+)", str(shard))
-        if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
-            raise ValueError(f"shard must be 'i/N' with 0 <= i < N, not {shard!r}")
         opts["shard"] = str(shard)
-    if case_timeout is not None and not (isinstance(case_timeout, (int, float)) and case_timeout > 0):
-        raise ValueError(f"case_timeout must be a number of seconds above 0, not {case_timeout!r}")
-    _case_timeout[0] = case_timeout
-    try:
-        notes, answer = _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device,
-                                   _native.lib().kvc_check, json.dumps(opts).encode(), campaign=True)
-    finally:
-        _case_timeout[0] = None
+    notes, answer = _call_with(fn, op, impl, contract, dtypes, attrs, layouts, knobs, version, device,
+                               _native.lib().kvc_check, json.dumps(opts).encode(), campaign=True,
+                               case_timeout=case_timeout)
     if answer.get("interrupted") == signal.SIGINT:
         raise KeyboardInterrupt(f"kverify: check of {op} impl '{impl}' interrupted (results so far: {out})")
     if answer.get("interrupted"):
