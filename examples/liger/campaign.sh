@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A Liger campaign over one GPU: JOBS processes of campaign.py, shard j/JOBS each, side by side
-# (the host's reference and judge set the pace, so several share the GPU), then, where KVERIFY
+# (the host's reference and Triton's compiles set the pace, so several share a GPU; on a machine of
+# several GPUs, GPUS of them (default: every one nvidia-smi lists) take the shards in turn), then, where KVERIFY
 # names the kverify binary, each impl's shards joined with `kverify merge` into
 # OUT/<impl>/merged.jsonl, and the table written (summarize.py). Usage: campaign.sh OUT CASES JOBS [campaign.py args...]; needs KVERIFY (the
 # kverify binary), KVERIFY_LIB and PYTHONPATH as campaign.py does.
@@ -10,8 +11,11 @@ out=$1 cases=$2 jobs=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
+gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
+[[ "$gpus" =~ ^[0-9]+$ ]] && [ "$gpus" -ge 1 ] || gpus=0  # 0: CUDA_VISIBLE_DEVICES left as it is
 pids=()
 for ((j = 0; j < jobs; j++)); do
+  if [ "$gpus" -gt 1 ]; then export CUDA_VISIBLE_DEVICES=$((j % gpus)); fi
   python3 "$here/campaign.py" "$out" --cases "$cases" --shard "$j/$jobs" "$@" > "$out/shard-$j.log" 2>&1 &
   pids+=($!)
 done
