@@ -215,6 +215,9 @@ class Campaign {
       return;
     }
     nlohmann::json j = io_.run(n);
+    // A stop that came while the case ran abandons it: its verdict may be the stop's own (a
+    // compiler child killed by the same SIGINT makes the impl raise), not the impl's.
+    if (stop_signal()) throw Interrupted{stop_signal()};
     j["fuzz"] = fuzz_info(e);
     const bool batch_fail = e.index >= 0 && e.index % 8 == 0 && batch_check(n, j);
     const bool sanitizer_fail = !batch_fail && sanitize(e, n, j);
@@ -310,6 +313,7 @@ class Campaign {
     ShrinkResult r = shrink_failure(
         e.case_, first, io_, o_.max_shrink_runs, stop,
         [&](const nlohmann::json& j) {
+          if (stop_signal()) throw Interrupted{stop_signal()};  // as in process(): the run is the stop's
           nlohmann::json line = j;
           line["fuzz"] = fuzz_info(e);
           line["fuzz"]["shrink_run"] = ++n;

@@ -3,6 +3,7 @@ checked nothing passes, a replay passes only a verified case, checks in threads 
 impls, inputs kept past the call stay readable, a Ctrl-C in the impl stops the check and
 leaves the process's own signal handling as it was, bad arguments are refused up front."""
 
+import json
 import os
 import signal
 import threading
@@ -84,6 +85,28 @@ def test_ctrl_c_in_the_impl_stops_the_check_and_signals_work_after(tmp_path):
         time.sleep(1)
     res = kverify.check(rms_norm, contract=rms_contract, cases=5, curated="none", out=tmp_path / "after", **A)
     assert res.counts.get("pass") == 5
+
+
+def test_a_case_the_stop_interrupted_is_abandoned_not_recorded(tmp_path):
+    # A Ctrl-C reaches the impl's children too: a compiler killed by it makes the impl raise an
+    # ordinary error (Triton's PTXASError, code -2). That case is the stop's, not the impl's.
+    calls = []
+
+    def child_killed_by_the_stop(t, case):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            raise RuntimeError("ptxas failed with error code -2")
+        return rms_norm(t, case)
+
+    with pytest.raises(KeyboardInterrupt):
+        kverify.check(child_killed_by_the_stop, contract=rms_contract, cases=20, curated="none", out=tmp_path / "s",
+                      impl="rms", **A)
+    lines = [json.loads(l) for l in open(tmp_path / "s" / "results.jsonl")]
+    assert [l["verdict"] for l in lines] == ["pass", "pass"]  # the third case, in flight, left to --resume
+    res = kverify.check(rms_norm, contract=rms_contract, cases=20, curated="none", out=tmp_path / "s", resume=True,
+                        impl="rms", **A)
+    assert res.counts.get("pass") == 20
 
 
 @pytest.mark.parametrize("bad, words", [
