@@ -4,6 +4,9 @@
 - softcap_padding: cross_entropy / FLCE with softcap > 0 and V not a multiple of the kernel's
   block (min(32768, next_pow2(V))): the masked lanes, loaded as -inf, are softcapped to
   -softcap and enter the softmax's sum.
+- ce_smoothing_cancellation: cross_entropy forward with label smoothing: Liger sums -eps * x over
+  the row and adds label_smoothing * lse, two terms of the logits' size that cancel (smoothing.py
+  reproduces each such failure bit for bit).
 - flce_scale_after_products: FLCE backward under mean or sum in bf16/fp16: dx and dW are
   rounded to x's dtype, then multiplied by dloss (element_mul_kernel) and rounded again.
 - flce_none_dloss_rounded: FLCE backward under none in bf16/fp16: dloss is cast to x's dtype
@@ -34,6 +37,8 @@ def explain(j):
         block = min(32768, 1 << (v - 1).bit_length())
         if v % block:
             return "softcap_padding"
+    if op == "cross_entropy.fwd" and _real(a, "label_smoothing") > 0:
+        return "ce_smoothing_cancellation"
     if op == "fused_linear_cross_entropy.bwd" and d.get("x") in ("bf16", "fp16"):
         return "flce_none_dloss_rounded" if a.get("reduction") == "none" else "flce_scale_after_products"
     return "unexplained"

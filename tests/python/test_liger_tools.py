@@ -6,10 +6,15 @@ import json
 import os
 import sys
 
+import numpy as np
+
+import kverify
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "liger"))
 
 import classify  # noqa: E402
+import smoothing  # noqa: E402
 import summarize  # noqa: E402
 
 
@@ -31,7 +36,27 @@ def test_failures_are_assigned_to_their_finding():
                                  dtypes=bf)) == "flce_none_dloss_rounded"
     assert classify.explain(line("fused_linear_cross_entropy.bwd", [4, 8, 128], attrs={"reduction": "sum"},
                                  dtypes={"x": "fp32"})) == "unexplained"
+    assert classify.explain(line("cross_entropy.fwd", [8, 16], attrs={"label_smoothing": "0x1p-1"})) == \
+        "ce_smoothing_cancellation"
+    assert classify.explain(line("cross_entropy.bwd", [8, 16], attrs={"label_smoothing": "0x1p-1"})) == "unexplained"
     assert classify.explain(line("rms_norm.fwd", [4, 64])) == "unexplained"
+
+
+SMOOTHED = ("kv1 op=cross_entropy.fwd impl=liger_cross_entropy_fwd config= shape=397x4 dtypes=logits:fp32,loss:fp32,"
+            "target:i32,weight:fp32 attrs=empty_mean:zero,ignore_index:-100,ignored_grad:zero,label_smoothing:0x1p+0,"
+            "reduction:none,softcap:0x0p+0,weights:none,z_loss:0x0p+0 dist=big_mean seed=433034337 gen=1")
+
+
+def test_the_smoothing_emulation_reproduces_an_output_and_nothing_else():
+    # The emulated kernel fails kverify on big_mean logits, and confirm() finds its own worst
+    # element bit for bit; one ulp off at that element is not confirmed.
+    j = kverify.replay(smoothing.emulate, SMOOTHED, contract=smoothing.contract, device="host", raise_on_failure=False)
+    assert j["verdict"] == "fail" and j["outputs"]["loss"]["n_fail"] > 0
+    c = smoothing.confirm(j)
+    assert c["confirmed"] and c["emulated_n_fail"] == j["outputs"]["loss"]["n_fail"], c
+    b = j["outputs"]["loss"]["bound"]
+    b["out"] = float(np.nextafter(np.float32(b["out"]), np.float32(np.inf)))
+    assert not smoothing.confirm(j)["confirmed"]
 
 
 def _write(path, lines):
