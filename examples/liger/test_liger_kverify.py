@@ -34,6 +34,7 @@ import softmax  # noqa: E402
 
 SHAPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "liger_shapes.json")
 CASES = 100  # generated cases per test, scaled by --kverify-budget
+SHRINK = 30  # cases run to shrink a failure (each new shape is a Triton compile)
 
 
 def _check(kverify_check, impl, dtype, attrs=None, fixed=None):
@@ -46,7 +47,8 @@ def _check(kverify_check, impl, dtype, attrs=None, fixed=None):
             acc["dtypes"][t] = allowed
     acc["dtypes"].update(fixed or {})
     acc["attrs"].update(attrs or {})
-    return kverify_check(fn, op=op, contract=contract, impl=name, cases=CASES, device="cuda", curated=SHAPES, **acc)
+    return kverify_check(fn, op=op, contract=contract, impl=name, cases=CASES, device="cuda", curated=SHAPES,
+                         max_shrink_runs=SHRINK, **acc)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
@@ -63,9 +65,24 @@ def test_op(kverify_check, impl, dtype):
     _check(kverify_check, impl, dtype)
 
 
+# Liger defects kverify found (reports/gpus/nvidia-h100-80gb-hbm3/python-liger-*/README.md): a
+# test that meets one is a strict xfail, so it must go on failing until Liger fixes it.
+SOFTCAP = "finding 1: softcap lets the padding lanes (-inf -> -softcap) into the softmax's sum"
+FLCE_BF16 = ("findings 2 and 3: FLCE backward in bf16 rounds dx and dW, then scales them by dloss "
+             "(and under none rounds dloss to bf16)")
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("impl", cross_entropy.IMPLS + flce.IMPLS, ids=lambda i: i[0])
-def test_cross_entropy(kverify_check, impl, reduction, dtype):
-    """cross_entropy and fused linear cross-entropy, each reduction."""
-    _check(kverify_check, impl, dtype, {"reduction": [reduction]})
+def test_cross_entropy(request, kverify_check, impl, reduction, dtype):
+    """cross_entropy and fused linear cross-entropy, each reduction, without softcap (below)."""
+    if impl[0].startswith("liger_flce_bwd") and dtype == "bf16":
+        request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=FLCE_BF16))
+    _check(kverify_check, impl, dtype, {"reduction": [reduction], "softcap": ["0"]})
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=SOFTCAP)
+@pytest.mark.parametrize("impl", cross_entropy.IMPLS + flce.IMPLS[:1], ids=lambda i: i[0])
+def test_cross_entropy_softcap(kverify_check, impl):
+    _check(kverify_check, impl, "fp32", {"reduction": ["sum"], "softcap": ["30"]})
