@@ -3,8 +3,9 @@ compact.py's folders: per impl and per op group, the cases and their verdicts, a
 assigned to its finding (classify.explain). A case a run's stop signal interrupted (an `error`
 that is the last case of its impl in its shard, the impl's compiler child killed by the same
 SIGINT: builds before the campaign abandoned such cases itself) is counted apart, as abandoned.
-Writes DEST/summary.json, DEST/summary.md and DEST/classified.json; exit 1 on an unexplained
-failure or an error that is not abandoned.
+Writes DEST/summary.json, DEST/summary.md, DEST/classified.json and DEST/sample.jsonl (up to 40
+lines per impl, verdict and finding, for `kverify report`); exit 1 on an unexplained failure or
+an error that is not abandoned.
 
     tally.py DEST SEED_DIR...      (each SEED_DIR holds verdicts.tsv.xz and lines.jsonl.xz)"""
 
@@ -24,10 +25,12 @@ def read_run(d):
         head, *rows = [line.rstrip("\n").split("\t") for line in f]
     rows = [dict(zip(head, r)) for r in rows]
     with lzma.open(os.path.join(d, "lines.jsonl.xz"), "rt") as f:
-        full = {(j["impl"], j["case_id"]): j for j in map(json.loads, f)}
+        full = {j["case_id"]: j for j in map(json.loads, f)}
     last = {(r["impl"], r["shard"]): i for i, r in enumerate(rows)}
     for i, r in enumerate(rows):
-        j = full.get((r["impl"], r["case_id"]), {})
+        j = full.get(r["case_id"], {})
+        if r["verdict"] != "pass" and not j:
+            raise SystemExit(f"tally.py: {d}: no line in lines.jsonl.xz for the {r['verdict']} case {r['case_id']}")
         r["line"] = j
         r["abandoned"] = (r["verdict"] == "error" and last[(r["impl"], r["shard"])] == i
                           and "error code -2" in j.get("reason", ""))
@@ -42,6 +45,7 @@ def main(dest, runs):
     impls = collections.defaultdict(collections.Counter)
     groups = collections.defaultdict(collections.Counter)
     why, examples, abandoned, stray = collections.Counter(), collections.defaultdict(list), [], []
+    sample, taken = [], collections.Counter()
     for d in runs:
         for r in read_run(d):
             if r["abandoned"]:
@@ -53,8 +57,12 @@ def main(dest, runs):
                 c["curated"] += r["tier"] == "curated"
             if r["verdict"] == "error":
                 stray.append(r["line"].get("case"))
+            key = (r["impl"], r["verdict"], explain(r["line"]) if r["verdict"] == "fail" else "")
+            if r["verdict"] != "pass" and taken[key] < 40:
+                taken[key] += 1
+                sample.append(r["line"])
             if r["verdict"] == "fail":
-                w = explain(r["line"])
+                w = key[2]
                 why[(r["impl"], w)] += 1
                 if len(examples[w]) < 10:
                     examples[w].append(r["line"]["case"])
@@ -65,6 +73,8 @@ def main(dest, runs):
         json.dump(summary, f, indent=1)
     with open(os.path.join(dest, "classified.json"), "w") as f:
         json.dump({"counts": {f"{k[0]} {k[1]}": v for k, v in sorted(why.items())}, "examples": examples}, f, indent=1)
+    with open(os.path.join(dest, "sample.jsonl"), "w") as f:
+        f.write("".join(json.dumps(j) + "\n" for j in sample))
     md = []
     for title, table in (("op group", groups), ("impl", impls)):
         md += [f"| {title} | cases | curated | " + " | ".join(VERDICTS) + " |", "|---" * (3 + len(VERDICTS)) + "|"]

@@ -70,6 +70,10 @@ def test_op(kverify_check, impl, dtype):
 SOFTCAP = "finding 1: softcap lets the padding lanes (-inf -> -softcap) into the softmax's sum"
 FLCE_BF16 = ("findings 2 and 3: FLCE backward in bf16 rounds dx and dW, then scales them by dloss "
              "(and under none rounds dloss to bf16)")
+# Run on the H100 at 307aa6e: under mean the 20 draws of liger_flce_bwd passed (the double rounding
+# shows only for some dloss; the campaign found 1,472 such failures in bf16), and at softcap 30
+# (Liger's own test value) the padding lanes add exp(-30 - max) each, below fp32's resolution
+# unless the logits saturate the softcap: 20 draws passed. Hence not strict under mean, softcap 1.
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -78,11 +82,11 @@ FLCE_BF16 = ("findings 2 and 3: FLCE backward in bf16 rounds dx and dW, then sca
 def test_cross_entropy(request, kverify_check, impl, reduction, dtype):
     """cross_entropy and fused linear cross-entropy, each reduction, without softcap (below)."""
     if impl[0].startswith("liger_flce_bwd") and dtype == "bf16":
-        request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=FLCE_BF16))
+        request.applymarker(pytest.mark.xfail(strict=reduction != "mean", raises=AssertionError, reason=FLCE_BF16))
     _check(kverify_check, impl, dtype, {"reduction": [reduction], "softcap": ["0"]})
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=SOFTCAP)
 @pytest.mark.parametrize("impl", cross_entropy.IMPLS + flce.IMPLS[:1], ids=lambda i: i[0])
 def test_cross_entropy_softcap(kverify_check, impl):
-    _check(kverify_check, impl, "fp32", {"reduction": ["sum"], "softcap": ["30"]})
+    _check(kverify_check, impl, "fp32", {"reduction": ["sum"], "softcap": ["1"]})

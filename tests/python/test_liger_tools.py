@@ -76,3 +76,35 @@ def test_shards_join_once_and_an_unexplained_failure_exits_1(tmp_path):
     assert classify.main(str(tmp_path)) == 1  # rms_norm failing: no known Liger defect explains it
     c = json.load(open(tmp_path / "classified.json"))
     assert c["counts"] == {"liger_rms unexplained": 1}
+
+
+def test_compact_and_tally_count_each_case_once_and_set_the_stops_case_apart(tmp_path):
+    import compact
+    import tally
+
+    def at(j, shard, cid, reason=""):
+        j["fuzz"]["shard"], j["case_id"], j["reason"], j["impl"] = shard, cid, reason, "liger_ce"
+        return j
+    sc = {"softcap": "0x1p+0", "reduction": "sum"}
+    stop = "the impl failed: PTXASError: `ptxas` failed with error code -2"
+    out = tmp_path / "campaign"
+    _write(str(out / "liger_ce" / "shard-0-of-2" / "results.jsonl"),
+           [at(line("cross_entropy.fwd", [8, 15], "pass", index=0), "0/2", "a"),
+            at(line("cross_entropy.fwd", [8, 15], attrs=sc, index=2), "0/2", "b"),
+            at(line("cross_entropy.fwd", [8, 15], "error", index=4), "0/2", "c", stop)])  # in flight at the stop
+    _write(str(out / "liger_ce" / "shard-1-of-2" / "results.jsonl"),
+           [at(line("cross_entropy.fwd", [8, 15], "unverifiable", index=1), "1/2", "d")])
+    run = tmp_path / "runs" / "seed-1"
+    assert compact.main(str(out), str(run)) == 0
+    assert tally.main(str(tmp_path / "t"), [str(run)]) == 0
+    s = json.load(open(tmp_path / "t" / "summary.json"))
+    assert s["impls"]["liger_ce"] == {"cases": 3, "curated": 0, "pass": 1, "fail": 1, "unverifiable": 1}
+    assert len(s["abandoned"]) == 1 and s["errors"] == []
+    assert json.load(open(tmp_path / "t" / "classified.json"))["counts"] == {"liger_ce softcap_padding": 1}
+    # An error that is not the shard's last case, or not the stop's, is counted and fails the tally.
+    _write(str(out / "liger_ce" / "shard-1-of-2" / "results.jsonl"),
+           [at(line("cross_entropy.fwd", [8, 15], "error", index=1), "1/2", "d", stop),
+            at(line("cross_entropy.fwd", [8, 15], "pass", index=3), "1/2", "e")])
+    assert compact.main(str(out), str(run)) == 0
+    assert tally.main(str(tmp_path / "t"), [str(run)]) == 1
+    assert len(json.load(open(tmp_path / "t" / "summary.json"))["errors"]) == 1
