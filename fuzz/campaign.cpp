@@ -30,6 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using Secs = std::chrono::duration<double>;
 
 uint64_t splitmix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -146,14 +147,9 @@ class Campaign {
     return b > i ? (b - i + n - 1) / n : 0;  // indices i, i+n, ... below b
   }
 
-  bool out_of_time() const {
-    return st_.budget_seconds > 0 && std::chrono::duration<double>(Clock::now() - start_).count() >= st_.budget_seconds;
-  }
+  bool out_of_time() const { return st_.budget_seconds > 0 && Secs(Clock::now() - start_).count() >= st_.budget_seconds; }
 
-  void count(const nlohmann::json& j, bool curated) {
-    ++tally_.verdicts[j.value("verdict", "error")];
-    tally_.curated += curated;
-  }
+  void count(const nlohmann::json& j, bool curated) { ++tally_.verdicts[j.value("verdict", "error")]; tally_.curated += curated; }
 
   nlohmann::json fuzz_info(const Entry& e) const {
     nlohmann::json f = {{"seed", st_.seed}, {"index", e.index}, {"shard", st_.shard.str()},
@@ -215,9 +211,7 @@ class Campaign {
       return;
     }
     nlohmann::json j = io_.run(n);
-    // A stop that came while the case ran abandons it: its verdict may be the stop's own (a
-    // compiler child killed by the same SIGINT makes the impl raise), not the impl's.
-    if (stop_signal()) throw Interrupted{stop_signal()};
+    if (stop_signal()) throw Interrupted{stop_signal()};  // abandoned: the verdict may be the stop's (a child killed)
     j["fuzz"] = fuzz_info(e);
     const bool batch_fail = e.index >= 0 && e.index % 8 == 0 && batch_check(n, j);
     const bool sanitizer_fail = !batch_fail && sanitize(e, n, j);
