@@ -68,4 +68,7 @@ if __name__ == "__main__":
     if len(sys.argv) != 3:
         print("usage: compact.py OUT DEST", file=sys.stderr)
         sys.exit(2)
+    if not os.path.isdir(sys.argv[1]):
+        print(f"compact.py: {sys.argv[1]} is not a campaign directory", file=sys.stderr)
+        sys.exit(2)
     sys.exit(main(sys.argv[1], sys.argv[2]))

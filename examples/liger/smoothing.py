@@ -22,6 +22,7 @@ confirmed. Needs no GPU and no Liger."""
 import json
 import lzma
 import math
+import os
 import sys
 
 import numpy as np
@@ -100,6 +101,10 @@ def lines(paths):
 def main(argv):
     if len(argv) < 2:
         print("usage: smoothing.py LINES.jsonl[.xz]... OUT.json", file=sys.stderr)
+        return 2
+    missing = [p for p in argv[:-1] if not os.path.isfile(p)]
+    if missing:
+        print(f"smoothing.py: no such file: {missing[0]}", file=sys.stderr)
         return 2
     res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail" and j.get("op") == "cross_entropy.fwd"
            and float.fromhex(j["attrs"].get("label_smoothing", "0x0p+0")) > 0

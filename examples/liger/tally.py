@@ -94,4 +94,9 @@ if __name__ == "__main__":
     if len(sys.argv) < 3:
         print("usage: tally.py DEST SEED_DIR...", file=sys.stderr)
         sys.exit(2)
+    missing = [d for d in sys.argv[2:] for f in ("verdicts.tsv.xz", "lines.jsonl.xz")
+               if not os.path.isfile(os.path.join(d, f))]
+    if missing:
+        print(f"tally.py: {missing[0]} has no verdicts.tsv.xz and lines.jsonl.xz (compact.py's output)", file=sys.stderr)
+        sys.exit(2)
     sys.exit(main(sys.argv[1], sys.argv[2:]))
