@@ -3,7 +3,7 @@
 
 - softcap_padding: cross_entropy / FLCE with softcap > 0 and V not a multiple of the kernel's
   block (min(32768, next_pow2(V))): the masked lanes, loaded as -inf, are softcapped to
-  -softcap and enter the softmax's sum.
+  -softcap and enter the softmax's sum (softcap.py confirms each cross_entropy failure).
 - ce_smoothing_cancellation: cross_entropy forward with label smoothing: Liger sums -eps * x over
   the row and adds label_smoothing * lse, two terms of the logits' size that cancel (smoothing.py
   reproduces each such failure bit for bit).

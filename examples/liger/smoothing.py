@@ -98,13 +98,17 @@ def lines(paths):
                     yield json.loads(s)
 
 
-def main(argv):
+def bad_args(prog, argv):
+    """The one-line complaint about a confirmation script's arguments (LINES... OUT.json), if any."""
     if len(argv) < 2:
-        print("usage: smoothing.py LINES.jsonl[.xz]... OUT.json", file=sys.stderr)
-        return 2
+        return f"usage: {prog} LINES.jsonl[.xz]... OUT.json"
     missing = [p for p in argv[:-1] if not os.path.isfile(p)]
-    if missing:
-        print(f"smoothing.py: no such file: {missing[0]}", file=sys.stderr)
+    return f"{prog}: no such file: {missing[0]}" if missing else None
+
+
+def main(argv):
+    if bad_args("smoothing.py", argv):
+        print(bad_args("smoothing.py", argv), file=sys.stderr)
         return 2
     res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail" and j.get("op") == "cross_entropy.fwd"
            and float.fromhex(j["attrs"].get("label_smoothing", "0x0p+0")) > 0

@@ -108,3 +108,24 @@ def test_compact_and_tally_count_each_case_once_and_set_the_stops_case_apart(tmp
     assert compact.main(str(out), str(run)) == 0
     assert tally.main(str(tmp_path / "t"), [str(run)]) == 1
     assert len(json.load(open(tmp_path / "t" / "summary.json"))["errors"]) == 1
+
+
+SOFTCAPPED = ("kv1 op=cross_entropy.fwd impl=liger_cross_entropy_fwd config= shape=8x15 dtypes=logits:fp32,loss:fp32,"
+              "target:i32,weight:fp32 attrs=empty_mean:zero,ignore_index:-100,ignored_grad:zero,label_smoothing:0x0p+0,"
+              "reduction:none,softcap:0x1p+0,weights:none,z_loss:0x0p+0 dist=normal seed=1 gen=1")
+
+
+def test_the_softcap_emulation_confirms_the_padded_lanes_and_nothing_else():
+    import softcap
+
+    def impl(pad, scale=1.0):
+        def fn(t, case):
+            return {"loss": (softcap.emulate(t, case, pad) * scale).astype(np.float32)}
+        return fn
+    # The definition (no padded lane) passes; Liger's padded lane fails and is confirmed; a
+    # wrong loss (1% off) fails and is not.
+    assert kverify.replay(impl(0), SOFTCAPPED, contract=softcap.contract)["verdict"] == "pass"
+    liger = kverify.replay(impl(softcap.liger_pad(15)), SOFTCAPPED, contract=softcap.contract, raise_on_failure=False)
+    assert liger["verdict"] == "fail" and softcap.confirm(liger)["confirmed"]
+    wrong = kverify.replay(impl(0, 1.01), SOFTCAPPED, contract=softcap.contract, raise_on_failure=False)
+    assert wrong["verdict"] == "fail" and not softcap.confirm(wrong)["confirmed"]
