@@ -14,12 +14,13 @@ saturation, 1 - tanh^2 small), Liger's own rounding can exceed it; such cases ar
 (`nearer_the_emulation`, not confirmed).
 
     KVERIFY_LIB=<libkverify_c.so> PYTHONPATH=python:examples/liger \\
-        python3 examples/liger/softcap.py LINES.jsonl[.xz]... OUT.json
+        python3 examples/liger/softcap.py LINES.jsonl[.xz]... OUT.json[.xz]
 
 reads the campaign's result lines, confirms each failing cross_entropy case with softcap, writes
 OUT.json and exits 1 if one is not confirmed. Needs no GPU and no Liger."""
 
 import json
+import lzma
 import math
 import sys
 
@@ -142,8 +143,8 @@ def main(argv):
     res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail"
            and j.get("op") in ("cross_entropy.fwd", "cross_entropy.bwd")
            and float.fromhex(j["attrs"].get("softcap", "0x0p+0")) > 0]
-    with open(argv[-1], "w") as f:
-        json.dump(res, f, indent=1)
+    with (lzma.open(argv[-1], "wt") if argv[-1].endswith(".xz") else open(argv[-1], "w")) as f:
+        json.dump(res, f)
     bad = [r for r in res if not r["confirmed"]]
     nearer = [r for r in bad if r.get("nearer_the_emulation")]
     print(f"softcap.py: {len(res) - len(bad)} of {len(res)} failures within the contract's tolerance of the "
