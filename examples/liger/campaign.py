@@ -81,7 +81,10 @@ def main(argv=None):
     if a.cases < 0 or a.step < 0 or a.shrink_runs < 0:
         print("campaign.py: --cases, --step and --shrink-runs take counts >= 0", file=sys.stderr)
         return 2
-    i, n = a.shard.split("/")
+    i, _, n = a.shard.partition("/")
+    if not (i.isdigit() and n.isdigit() and int(i) < int(n)):
+        print(f"campaign.py: --shard takes i/N with 0 <= i < N, not {a.shard!r}", file=sys.stderr)
+        return 2
     todo = [x for x in impls(groups) if not a.impls or x[0] in a.impls.split(",")]
     k = int(i) % max(1, len(todo))
     todo = todo[k:] + todo[:k]
