@@ -1,5 +1,7 @@
 """Liger's softcapped cross-entropy, emulated on the host case by case, to confirm each failure
-the campaign assigns to finding 1 (softcap_padding) in cross_entropy forward and backward.
+the campaign assigns to finding 1 (softcap_padding) in cross_entropy forward and backward and in
+FLCE's forward (its logits x W^T computed here in float64, rounded to x's dtype where Liger
+stores them so).
 
 Liger's kernel loads the last block's lanes past V as -inf and softcaps them to -softcap, so
 each adds exp(-softcap - m) to the softmax's sum d. The emulation is kverify's definition of the
@@ -27,15 +29,14 @@ import sys
 import numpy as np
 
 import kverify
-from _liger import DIV, EXP2, rows, serial, triton
-from kverify._arrays import bf16_to_f32, f32_to_bf16
+from _liger import DIV, EXP2, serial, triton
 from smoothing import bad_args, lines
 
 
 def contract(case):
     """Any contract: the emulation only needs the case's inputs, which replay regenerates."""
     return triton("fp32", {"exp": EXP2, "log": 2, "div": DIV, "tanh": 2},
-                  {"row": serial(case["shape"][-1]), "rows": serial(rows(case["shape"]))})
+                  {name: serial(n) for name, n in case["axes"].items()})
 
 
 def liger_pad(v):
@@ -85,9 +86,16 @@ def emulate(t, case, pad):
 
 
 def _round(a, dtype):
-    if dtype == "fp16":
-        return a.astype(np.float16).astype(np.float64)
-    return bf16_to_f32(f32_to_bf16(a.astype(np.float32))).astype(np.float64)
+    """float64 values rounded to dtype's nearest (ties to even) in one step: through fp32 first,
+    a sum of bf16 products (often exactly a tie) would be rounded twice."""
+    bits, emin = {"bf16": (8, -126), "fp16": (11, -14)}[dtype]
+    a = np.asarray(a, np.float64)
+    _, e = np.frexp(a)  # a = m * 2^e, 0.5 <= |m| < 1
+    q = np.ldexp(1.0, np.maximum(e - 1, emin) - (bits - 1))  # the spacing of dtype at a
+    with np.errstate(invalid="ignore"):
+        r = np.where(np.isfinite(a), np.rint(a / q) * q, a)  # rint: ties to even
+    top = {"bf16": float(np.finfo(np.float32).max), "fp16": 65504.0}[dtype]
+    return np.where(np.abs(r) > top, np.copysign(np.inf, a), r)
 
 
 def ulp(x, dtype):
@@ -95,6 +103,18 @@ def ulp(x, dtype):
     mant = {"fp32": 23, "bf16": 7, "fp16": 10}[dtype]
     e = math.frexp(abs(x))[1] - 1 if x else -126
     return 2.0 ** (max(e, {"fp32": -126, "bf16": -126, "fp16": -14}[dtype]) - mant)
+
+
+def flce_logits(t, case):
+    """FLCE's inputs as cross_entropy's: logits = x W^T (+ b) in float64, rounded to x's dtype
+    where the contract's site flce.logits does (bf16/fp16 x), as Liger stores them."""
+    x = t["x"].astype(np.float64).reshape(-1, t["x"].shape[-1])
+    logits = x @ t["weight"].astype(np.float64).reshape(-1, x.shape[1]).T
+    if case["attrs"].get("bias") == "true":
+        logits = logits + t["bias"].astype(np.float64).reshape(-1)
+    if case["dtypes"]["x"] != "fp32":
+        logits = _round(logits, case["dtypes"]["x"])
+    return {"logits": logits, "target": t["target"]}
 
 
 def confirm(j):
@@ -110,6 +130,8 @@ def confirm(j):
     if "t" not in seen:
         return {"case": j["case"], "confirmed": False, "why": "the case did not replay on the host"}
     t, case = seen["t"], seen["case"]
+    if case["op"].startswith("fused_linear_cross_entropy"):
+        t = flce_logits(t, case)
     v = int(case["shape"][-1])
     definition = np.asarray(emulate(t, case, 0)).reshape(-1)
     emulated = np.asarray(emulate(t, case, liger_pad(v))).reshape(-1)
@@ -140,9 +162,10 @@ def main(argv):
     if bad_args("softcap.py", argv):
         print(bad_args("softcap.py", argv), file=sys.stderr)
         return 2
-    res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail"
-           and j.get("op") in ("cross_entropy.fwd", "cross_entropy.bwd")
-           and float.fromhex(j["attrs"].get("softcap", "0x0p+0")) > 0]
+    with np.errstate(all="ignore"):  # inf_inject and near_overflow inputs: inf and NaN are values here
+        res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail"
+               and j.get("op") in ("cross_entropy.fwd", "cross_entropy.bwd", "fused_linear_cross_entropy.fwd")
+               and float.fromhex(j["attrs"].get("softcap", "0x0p+0")) > 0]
     with (lzma.open(argv[-1], "wt") if argv[-1].endswith(".xz") else open(argv[-1], "w")) as f:
         json.dump(res, f)
     bad = [r for r in res if not r["confirmed"]]
