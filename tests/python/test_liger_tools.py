@@ -129,3 +129,23 @@ def test_the_softcap_emulation_confirms_the_padded_lanes_and_nothing_else():
     assert liger["verdict"] == "fail" and softcap.confirm(liger)["confirmed"]
     wrong = kverify.replay(impl(0, 1.01), SOFTCAPPED, contract=softcap.contract, raise_on_failure=False)
     assert wrong["verdict"] == "fail" and not softcap.confirm(wrong)["confirmed"]
+
+
+def test_the_softcap_emulation_takes_flce_logits_rounded_once():
+    import softcap
+    line = ("kv1 op=fused_linear_cross_entropy.fwd impl=liger_flce_fwd config= shape=8x16x15 dtypes=x:bf16,"
+            "weight:bf16,loss:fp32 attrs=reduction:none,softcap:1,ignored_grad:zero,empty_mean:zero dist=normal seed=2")
+
+    def impl(pad):
+        def fn(t, case):
+            return {"loss": softcap.emulate(softcap.flce_logits(t, case), case, pad).astype(np.float32)}
+        return fn
+
+    def stored_logits(case):  # Liger's: the logits stored in x's dtype (flce.py declares the same)
+        return {**softcap.contract(case), "rounding_sites": {"flce.logits": "bf16"}}
+    assert kverify.replay(impl(0), line, contract=stored_logits)["verdict"] == "pass"
+    liger = kverify.replay(impl(1), line, contract=stored_logits, raise_on_failure=False)
+    assert liger["verdict"] == "fail" and softcap.confirm(liger)["confirmed"]
+    # One rounding step: 1 + 2^-8 is a tie (to even: 1); just above it rounds up, where going
+    # through fp32 first would make it the tie again.
+    assert list(softcap._round(np.array([1 + 2**-8, 1 + 2**-8 + 2**-30]), "bf16")) == [1.0, 1 + 2**-7]
