@@ -3,7 +3,9 @@
 
 - softcap_padding: cross_entropy / FLCE with softcap > 0 and V not a multiple of the kernel's
   block (min(32768, next_pow2(V))): the masked lanes, loaded as -inf, are softcapped to
-  -softcap and enter the softmax's sum (softcap.py confirms each cross_entropy failure).
+  -softcap and enter the softmax's sum (softcap.py confirms each cross_entropy and FLCE forward
+  failure). In FLCE's backward in bf16/fp16, where findings 2 or 3 act on the same inputs, the
+  class is softcap_padding_or_<that one>.
 - ce_smoothing_cancellation: cross_entropy forward with label smoothing: Liger sums -eps * x over
   the row and adds label_smoothing * lse, two terms of the logits' size that cancel (smoothing.py
   reproduces each such failure bit for bit).
@@ -32,15 +34,21 @@ def _real(attrs, name):
 def explain(j):
     op, a, d = j["op"], j.get("attrs", {}), j.get("dtypes", {})
     base = op.rsplit(".", 1)[0]
+    padded = False
     if base in ("cross_entropy", "fused_linear_cross_entropy") and _real(a, "softcap") > 0:
         v = int(j["shape"][-1])
-        block = min(32768, 1 << (v - 1).bit_length())
-        if v % block:
-            return "softcap_padding"
+        padded = v % min(32768, 1 << (v - 1).bit_length()) != 0
+    flce_rounding = None
+    if op == "fused_linear_cross_entropy.bwd" and d.get("x") in ("bf16", "fp16"):
+        flce_rounding = "flce_none_dloss_rounded" if a.get("reduction") == "none" else "flce_scale_after_products"
+    if padded and flce_rounding:  # both defects act on these inputs: not told apart by them
+        return "softcap_padding_or_" + flce_rounding
+    if padded:
+        return "softcap_padding"
     if op == "cross_entropy.fwd" and _real(a, "label_smoothing") > 0:
         return "ce_smoothing_cancellation"
-    if op == "fused_linear_cross_entropy.bwd" and d.get("x") in ("bf16", "fp16"):
-        return "flce_none_dloss_rounded" if a.get("reduction") == "none" else "flce_scale_after_products"
+    if flce_rounding:
+        return flce_rounding
     return "unexplained"
 
 

@@ -29,6 +29,8 @@ def test_failures_are_assigned_to_their_finding():
     assert classify.explain(line("cross_entropy.fwd", [8, 15], attrs=sc)) == "softcap_padding"
     assert classify.explain(line("cross_entropy.fwd", [8, 16], attrs=sc)) == "unexplained"  # no padded lane
     assert classify.explain(line("fused_linear_cross_entropy.bwd", [4, 8, 100], attrs=sc)) == "softcap_padding"
+    assert classify.explain(line("fused_linear_cross_entropy.bwd", [4, 8, 100], attrs=sc, dtypes={"x": "bf16"})) == \
+        "softcap_padding_or_flce_scale_after_products"  # both act: the inputs do not tell them apart
     bf = {"x": "bf16"}
     assert classify.explain(line("fused_linear_cross_entropy.bwd", [4, 8, 128], attrs={"reduction": "sum"},
                                  dtypes=bf)) == "flce_scale_after_products"
