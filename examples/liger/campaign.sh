@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# A Liger campaign over one GPU: JOBS processes of campaign.py, shard j/JOBS each, side by side
-# (the host's reference and Triton's compiles set the pace, so several share a GPU; on a machine of
-# several GPUs, GPUS of them (default: every one nvidia-smi lists) take the shards in turn), then, where KVERIFY
-# names the kverify binary, each impl's shards joined with `kverify merge` into
-# OUT/<impl>/merged.jsonl, and the table written (summarize.py). Usage: campaign.sh OUT CASES JOBS [campaign.py args...]; needs KVERIFY (the
-# kverify binary), KVERIFY_LIB and PYTHONPATH as campaign.py does.
+# A Liger campaign on one machine: JOBS processes of campaign.py, shard j/JOBS each, side by
+# side (the host's reference and Triton's compiles set the pace, so several share a GPU; with
+# several GPUs, GPUS of them, by default every one nvidia-smi lists, take the shards in turn).
+# Then, where KVERIFY names the kverify binary, each impl's shards are joined with
+# `kverify merge` into OUT/<impl>/merged.jsonl (else summarize.py and compact.py read the
+# shards), and the table is written (summarize.py).
+# Usage: campaign.sh OUT CASES JOBS [campaign.py args...]; needs KVERIFY_LIB and PYTHONPATH as
+# campaign.py does.
 set -uo pipefail
 [ $# -ge 3 ] || { echo "usage: campaign.sh OUT CASES JOBS [campaign.py args...]" >&2; exit 2; }
 out=$1 cases=$2 jobs=$3
