@@ -48,34 +48,43 @@ def _f32(case, name):
     return float(np.float32(float(case["attr_values"][name])))  # attributes enter as fp32 numbers
 
 
-def emulate(t, case, pad):
-    """The op's outputs in float64 with `pad` lanes of -softcap in each row's softmax sum."""
+def terms(x, y, w, case, pad):
+    """One pass of kverify's definition over logits x (rows x V, float64) with `pad` lanes of
+    -softcap in each row's softmax sum (none without a softcap): each row's loss, each logit's
+    gradient before any scaling (softcap's factor included), the rows kept, and their weight sum."""
     a = case["attrs"]
     s, ls, zl = _f32(case, "softcap"), _f32(case, "label_smoothing"), _f32(case, "z_loss")
-    x = t["logits"].astype(np.float64).reshape(-1, t["logits"].shape[-1])
     r_, v = x.shape
-    y = t["target"].astype(np.int64).reshape(-1)
-    w = t["weight"].astype(np.float64).reshape(-1) if a.get("weights") == "class" else np.ones(v)
+    w = np.ones(v) if w is None else w
     keep = y != int(a["ignore_index"])
     yk = np.where(keep, y, 0)
-    z = s * np.tanh(x / s)
+    z = s * np.tanh(x / s) if s > 0 else x
     m = z.max(axis=1, keepdims=True)
-    lse = m + np.log(np.exp(z - m).sum(axis=1, keepdims=True) + pad * np.exp(-s - m))
+    extra = pad * np.exp(-s - m) if s > 0 else 0.0
+    lse = m + np.log(np.exp(z - m).sum(axis=1, keepdims=True) + extra)
     wt = w[yk]
     loss = (1 - ls) * wt * (lse[:, 0] - z[np.arange(r_), yk]) + ls * ((lse - z) * w).sum(axis=1) / v + zl * lse[:, 0] ** 2
-    loss = np.where(keep, loss, 0.0)
-    wsum = wt[keep].sum()
-    red = a["reduction"]
+    p = np.exp(z - lse)
+    onehot = np.zeros_like(p)
+    onehot[np.arange(r_), yk] = 1
+    g = (1 - ls) * wt[:, None] * (p - onehot) + ls * (p * w.mean() - w / v) + 2 * zl * lse * p
+    if s > 0:
+        g *= 1 - np.tanh(x / s) ** 2
+    return np.where(keep, loss, 0.0), np.where(keep[:, None], g, 0.0), keep, wt[keep].sum()
+
+
+def emulate(t, case, pad):
+    """The op's outputs in float64 with `pad` lanes of -softcap in each row's softmax sum."""
+    x = t["logits"].astype(np.float64).reshape(-1, t["logits"].shape[-1])
+    y = t["target"].astype(np.int64).reshape(-1)
+    w = t["weight"].astype(np.float64).reshape(-1) if case["attrs"].get("weights") == "class" else None
+    loss, g, keep, wsum = terms(x, y, w, case, pad)
+    red = case["attrs"]["reduction"]
     if case["op"].endswith(".fwd"):
         if red == "none":
             return loss
         total = loss.sum()
         return np.array(total if red == "sum" else (total / wsum if wsum else 0.0))
-    p = np.exp(z - lse)
-    onehot = np.zeros_like(p)
-    onehot[np.arange(r_), yk] = 1
-    g = (1 - ls) * wt[:, None] * (p - onehot) + ls * (p * w.mean() - w / v) + 2 * zl * lse * p
-    g *= 1 - np.tanh(x / s) ** 2
     dl = t["dloss"].astype(np.float64).reshape(-1)
     dl = dl[:, None] if red == "none" else dl[0]
     g = g / wsum if red == "mean" and wsum else g
@@ -120,7 +129,7 @@ def flce_logits(t, case):
 def confirm(j):
     name = "loss" if j["op"].endswith(".fwd") else "dlogits"
     o = j["outputs"][name]
-    b = o["bound"]
+    b = {k: float(x) for k, x in o["bound"].items()}  # JSON spells inf and nan as strings
     seen = {}
 
     def capture(t, case):

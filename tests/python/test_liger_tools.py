@@ -151,3 +151,30 @@ def test_the_softcap_emulation_takes_flce_logits_rounded_once():
     # One rounding step: 1 + 2^-8 is a tie (to even: 1); just above it rounds up, where going
     # through fp32 first would make it the tie again.
     assert list(softcap._round(np.array([1 + 2**-8, 1 + 2**-8 + 2**-30]), "bf16")) == [1.0, 1 + 2**-7]
+
+
+def test_the_flce_backward_emulation_confirms_the_double_rounding_and_nothing_else():
+    import flce_bwd
+    import softcap
+    line = ("kv1 op=fused_linear_cross_entropy.bwd impl=liger_flce_bwd config= shape=16x8x24 dtypes=x:bf16,"
+            "weight:bf16,dloss:fp32 attrs=reduction:sum,ignored_grad:zero,empty_mean:zero dist=normal seed=3")
+    sites = {"flce.logits": "bf16", "flce.grad": "bf16"}
+
+    def liger_contract(case):  # flce.py's sites, without the bf16 dW accumulator (dW is not compared here)
+        return {**softcap.contract(case), "rounding_sites": sites}
+
+    def impl(dx):
+        def fn(t, case):
+            h, v = int(case["shape"][1]), int(case["shape"][2])
+            return {"dx": dx(t, case).astype(np.float32), "dweight": np.zeros((v, h), np.float32)}
+        return fn
+    # dW is left out of the comparison by giving the definition's own value: only dx is judged here.
+    definition = impl(lambda t, case: flce_bwd.dx_definition(t, case, sites))
+    assert kverify.replay(definition, line, contract=liger_contract, raise_on_failure=False)["outputs"]["dx"][
+        "n_fail"] == 0
+    liger = kverify.replay(impl(lambda t, case: flce_bwd.dx_liger(t, case, 0)), line, contract=liger_contract,
+                           raise_on_failure=False)
+    assert liger["outputs"]["dx"]["n_fail"] > 0 and flce_bwd.confirm(liger)["confirmed"]
+    off = impl(lambda t, case: flce_bwd.dx_definition(t, case, sites) * 1.02)
+    wrong = kverify.replay(off, line, contract=liger_contract, raise_on_failure=False)
+    assert wrong["outputs"]["dx"]["n_fail"] > 0 and not flce_bwd.confirm(wrong)["confirmed"]
