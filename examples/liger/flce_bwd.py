@@ -23,14 +23,12 @@ stays finite.
 confirms each FLCE backward failure whose dx fails (dW alone is not emulated: Liger sums it over
 chunks in an order of its own), writes OUT and exits 1 if one is not confirmed. Needs no GPU."""
 
-import json
-import lzma
 import sys
 
 import numpy as np
 
 import kverify
-from smoothing import bad_args, lines
+from smoothing import bad_args, lines, write
 from softcap import _round, contract, flce_logits, liger_pad, terms, ulp
 
 
@@ -106,9 +104,7 @@ def main(argv):
     todo = [j for j in lines(argv[:-1]) if j.get("verdict") == "fail" and j.get("op") == "fused_linear_cross_entropy.bwd"]
     with np.errstate(all="ignore"):
         res = [confirm(j) for j in todo if (j["outputs"].get("dx") or {}).get("n_fail")]
-    with (lzma.open(argv[-1], "wt") if argv[-1].endswith(".xz") else open(argv[-1], "w")) as f:
-        json.dump(res, f)
-    bad = [r for r in res if not r["confirmed"]]
+    bad = write(argv[-1], res)
     print(f"flce_bwd.py: {len(todo)} failures, {len(res)} with dx failing: {len(res) - len(bad)} within the "
           f"contract's tolerance of the emulation of Liger (and nearer it than the definition); of the other "
           f"{len(bad)}, {sum(1 for r in bad if r.get('nearer_the_emulation'))} nearer the emulation")

@@ -106,6 +106,14 @@ def bad_args(prog, argv):
     return f"{prog}: no such file: {missing[0]}" if missing else None
 
 
+def write(path, res):
+    """A confirmation script's results (JSON; xz-compressed where path ends in .xz); those not
+    confirmed."""
+    with (lzma.open(path, "wt") if path.endswith(".xz") else open(path, "w")) as f:
+        json.dump(res, f)
+    return [r for r in res if not r["confirmed"]]
+
+
 def main(argv):
     if bad_args("smoothing.py", argv):
         print(bad_args("smoothing.py", argv), file=sys.stderr)
@@ -113,9 +121,7 @@ def main(argv):
     res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail" and j.get("op") == "cross_entropy.fwd"
            and float.fromhex(j["attrs"].get("label_smoothing", "0x0p+0")) > 0
            and float.fromhex(j["attrs"].get("softcap", "0x0p+0")) == 0]
-    with open(argv[-1], "w") as f:
-        json.dump(res, f, indent=1)
-    bad = [r for r in res if not r["confirmed"]]
+    bad = write(argv[-1], res)
     print(f"smoothing.py: {len(res) - len(bad)} of {len(res)} failures reproduced bit for bit by the emulation")
     return 1 if bad else 0
 

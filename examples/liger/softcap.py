@@ -21,8 +21,6 @@ saturation, 1 - tanh^2 small), Liger's own rounding can exceed it; such cases ar
 reads the campaign's result lines, confirms each failing cross_entropy case with softcap, writes
 OUT.json and exits 1 if one is not confirmed. Needs no GPU and no Liger."""
 
-import json
-import lzma
 import math
 import sys
 
@@ -30,7 +28,7 @@ import numpy as np
 
 import kverify
 from _liger import DIV, EXP2, serial, triton
-from smoothing import bad_args, lines
+from smoothing import bad_args, lines, write
 
 
 def contract(case):
@@ -175,9 +173,7 @@ def main(argv):
         res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail"
                and j.get("op") in ("cross_entropy.fwd", "cross_entropy.bwd", "fused_linear_cross_entropy.fwd")
                and float.fromhex(j["attrs"].get("softcap", "0x0p+0")) > 0]
-    with (lzma.open(argv[-1], "wt") if argv[-1].endswith(".xz") else open(argv[-1], "w")) as f:
-        json.dump(res, f)
-    bad = [r for r in res if not r["confirmed"]]
+    bad = write(argv[-1], res)
     nearer = [r for r in bad if r.get("nearer_the_emulation")]
     print(f"softcap.py: {len(res) - len(bad)} of {len(res)} failures within the contract's tolerance of the "
           f"emulation with Liger's padded lanes (and nearer it than the definition); of the other {len(bad)}, "
