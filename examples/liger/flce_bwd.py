@@ -13,9 +13,9 @@ kverify's definition (reference/flce.hpp): G times dloss (over the weight sum un
 to the site flce.grad where the contract declares it, then dx = G W. The emulated definition must
 give the case's certified reference value at the worst element (a check of the emulation
 itself); Liger's output must lie within the contract's half-width plus two ulps of the emulated
-Liger value, and nearer it than the definition; where Liger's dx is not finite, Liger's order
-must overflow there (RN(G W) past x's range before dloss scales it down) while the definition
-stays finite.
+Liger value, and nearer it than the definition; where Liger's dx is not finite, the emulation
+must give the same non-finite value there (RN(G W) past x's range before dloss scales it down:
+an infinity of the same sign; a NaN).
 
     KVERIFY_LIB=<libkverify_c.so> PYTHONPATH=python:examples/liger \\
         python3 examples/liger/flce_bwd.py LINES.jsonl[.xz]... OUT.json[.xz]
@@ -83,7 +83,8 @@ def confirm(j):
     if cand.size == 0:
         return {"case": j["case"], "confirmed": False, "why": "the emulation's definition misses the reference v"}
     if not np.isfinite(b["out"]):  # Liger's dx overflowed: does its order (the product before dloss) overflow?
-        inf = cand[~np.isfinite(emulated[cand])]
+        same = np.isnan(emulated[cand]) if np.isnan(b["out"]) else emulated[cand] == b["out"]
+        inf = cand[same]
         return {"case": j["case"], "pad": pad, "liger_out": b["out"], "definition": b["v"],
                 "emulated": float(emulated[inf[0]]) if inf.size else float(emulated[cand[0]]),
                 "candidates": int(cand.size), "overflow": True, "confirmed": bool(inf.size)}
