@@ -15,9 +15,7 @@
   and the logits' gradient, already stored in x's dtype, is multiplied by it (three roundings
   where kverify's site flce.grad has one).
 
-- unexplained: among others, FLCE backward failures on near-overflow inputs whose dx is NaN where
-  kverify's contract admits any value but NaN, and flce_bwd.py's emulation of Liger stays finite
-  (20 in the H100 campaign, under investigation).
+flce_bwd.py checks the FLCE backward ones case by case.
 
 Usage: classify.py OUT (a campaign directory); writes OUT/classified.json, prints the counts;
 exit 1 if any failure is unexplained."""
@@ -35,19 +33,9 @@ def _real(attrs, name):
     return float.fromhex(v) if v.startswith(("0x", "-0x")) else float(v)
 
 
-def _finite(v):
-    try:
-        return abs(float(v)) < float("inf")
-    except (TypeError, ValueError):
-        return False
-
-
 def explain(j):
     op, a, d = j["op"], j.get("attrs", {}), j.get("dtypes", {})
     base = op.rsplit(".", 1)[0]
-    dx = ((j.get("outputs") or {}).get("dx") or {}).get("bound") or {}
-    if op == "fused_linear_cross_entropy.bwd" and str(dx.get("out")) == "nan" and _finite(dx.get("v")):
-        return "unexplained"  # flce_bwd.py: Liger's dx NaN where no emulated Liger behaviour gives NaN
     padded = False
     if base in ("cross_entropy", "fused_linear_cross_entropy") and _real(a, "softcap") > 0:
         v = int(j["shape"][-1])
