@@ -97,7 +97,12 @@ struct Partial {
   double sum_signed_ulps = 0, sum_abs_ulps = 0;  // over elements with finite out and reference
   int64_t n_finite = 0;
   double w_out = 0, w_v = 0, w_lo = 0, w_hi = 0, w_err = 0, w_hw = 0;
+  double w_ratio = 0;  // the shown worst's ratio; a failing element outranks any that passes (an admitted NaN: inf)
+  bool w_failed = false;
 };
+
+/// Whether an element (failed, ratio) is to be shown before the worst one so far.
+inline bool worse(bool failed, double ratio, bool w_failed, double w_ratio) { return failed != w_failed ? failed : ratio > w_ratio; }
 
 /// An element's admissible set: its enclosure widened by the reference's error and rounded
 /// to the output's dtype, and what the set says about NaN.
@@ -229,8 +234,10 @@ void judge_range(const TensorView& out, const OutputRef& ref, const OutputEnclos
     if (p.n_fail > failed_before) p.max_used = kInf;  // unwritten, NaN or outside: no headroom, whatever the distance
     ++hs.ratio[ratio_bin(ratio)];
     ++hs.ulps[ratio_bin(ulps)];
-    if (p.worst < 0 || ratio > p.max_ratio) {
-      p.max_ratio = ratio, p.worst = i;
+    p.max_ratio = std::max(p.max_ratio, ratio);
+    const bool failed_now = p.n_fail > failed_before;
+    if (p.worst < 0 || worse(failed_now, ratio, p.w_failed, p.w_ratio)) {
+      p.w_ratio = ratio, p.w_failed = failed_now, p.worst = i;
       p.w_out = o, p.w_v = v, p.w_lo = a.a_lo, p.w_hi = a.a_hi, p.w_err = ref.err[l], p.w_hw = half_width(enc.lo[l], enc.hi[l]);
     }
     p.max_ulps = std::max(p.max_ulps, ulps);
@@ -273,20 +280,20 @@ struct JudgeStream::State {
   tbb::combinable<TolBuckets> tol;  // bins keep a min and a max: the thread split does not matter
   tbb::combinable<Hists> hists;     // counts: neither does it here
   TensorVerdict tv;
-  double sum_signed = 0, sum_abs = 0;
+  bool worst_failed = false;                         // tv's worst element: failing,
+  double worst_ratio = 0, sum_signed = 0, sum_abs = 0;  // and its ratio
   int64_t n_finite = 0;
 
   void merge(const Partial& p) {
     sum_signed += p.sum_signed_ulps, sum_abs += p.sum_abs_ulps, n_finite += p.n_finite;
     tv.n_fail += p.n_fail, tv.n_unverifiable += p.n_unv, tv.n_nan_mismatch += p.n_nan, tv.n_nan_admitted += p.n_nan_admitted;
-    tv.n_nan_expected += p.n_nan_expected;
-    tv.n_fail_unverifiable += p.n_unv_fail;
+    tv.n_nan_expected += p.n_nan_expected, tv.n_fail_unverifiable += p.n_unv_fail;
     tv.n_unwritten += p.n_unwritten, tv.n_diff_rn += p.n_diff_rn;
     if (tv.first_fail_index < 0) tv.first_fail_index = p.first_fail;
-    tv.max_ulps = std::max(tv.max_ulps, p.max_ulps);
-    tv.max_used = std::max(tv.max_used, p.max_used);
-    if (p.worst >= 0 && (tv.worst_index < 0 || p.max_ratio > tv.max_ratio)) {
-      tv.max_ratio = p.max_ratio, tv.worst_index = p.worst;
+    tv.max_ulps = std::max(tv.max_ulps, p.max_ulps), tv.max_used = std::max(tv.max_used, p.max_used);
+    tv.max_ratio = std::max(tv.max_ratio, p.max_ratio);
+    if (p.worst >= 0 && (tv.worst_index < 0 || worse(p.w_failed, p.w_ratio, worst_failed, worst_ratio))) {
+      worst_failed = p.w_failed, worst_ratio = p.w_ratio, tv.worst_index = p.worst;
       tv.worst_out = p.w_out, tv.worst_v = p.w_v, tv.worst_lo = p.w_lo, tv.worst_hi = p.w_hi;
       tv.worst_ref_err = p.w_err, tv.worst_half_width = p.w_hw;
     }
@@ -294,10 +301,7 @@ struct JudgeStream::State {
 };
 
 JudgeStream::JudgeStream(const TensorView& out) : s_(std::make_unique<State>()) {
-  s_->out = out;
-  s_->n = out.desc.numel();
-  s_->tv.name = out.desc.name;
-  s_->tv.n = s_->n;
+  s_->out = out, s_->n = out.desc.numel(), s_->tv.name = out.desc.name, s_->tv.n = s_->n;
 }
 JudgeStream::~JudgeStream() = default;
 JudgeStream::JudgeStream(JudgeStream&&) noexcept = default;
@@ -335,9 +339,7 @@ TensorVerdict JudgeStream::finish(bool check_padding) {
   s.tol.combine_each([&](const TolBuckets& t) { all.merge(t); });
   tv.tol_points = all.frontier();
   std::vector<int64_t> hist(kBins, 0), ulps_hist(kBins, 0);
-  s.hists.combine_each([&](const Hists& h) {
-    for (int b = 0; b < kBins; ++b) hist[b] += h.ratio[b], ulps_hist[b] += h.ulps[b];
-  });
+  s.hists.combine_each([&](const Hists& h) { for (int b = 0; b < kBins; ++b) hist[b] += h.ratio[b], ulps_hist[b] += h.ulps[b]; });
   if (n > 0) {
     tv.p50_ratio = std::min(hist_quantile(hist, 0.5, n), tv.max_ratio);
     tv.p99_ratio = std::min(hist_quantile(hist, 0.99, n), tv.max_ratio);
@@ -349,8 +351,7 @@ TensorVerdict JudgeStream::finish(bool check_padding) {
   if (tv.worst_index >= 0) unravel(tv.worst_index, out.desc.shape, tv.worst_coords);
   if (check_padding && (!out.desc.contiguous() || out.desc.offset > 0)) tv.n_padding_written = padding_written(out);
   tv.digest = digest(out);
-  bool failed = tv.n_fail > 0 || tv.n_padding_written > 0;
-  tv.verdict = failed ? "fail" : (tv.n_unverifiable > 0 ? "unverifiable" : "pass");
+  tv.verdict = tv.n_fail > 0 || tv.n_padding_written > 0 ? "fail" : (tv.n_unverifiable > 0 ? "unverifiable" : "pass");
   return tv;
 }
 

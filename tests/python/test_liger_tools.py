@@ -178,3 +178,25 @@ def test_the_flce_backward_emulation_confirms_the_double_rounding_and_nothing_el
     off = impl(lambda t, case: flce_bwd.dx_definition(t, case, sites) * 1.02)
     wrong = kverify.replay(off, line, contract=liger_contract, raise_on_failure=False)
     assert wrong["outputs"]["dx"]["n_fail"] > 0 and not flce_bwd.confirm(wrong)["confirmed"]
+
+
+def test_the_worst_element_shown_is_a_failing_one():
+    # Near-overflow FLCE inputs: the contract admits NaN on the rows whose bf16 logits overflow
+    # (an infinite ratio), while Liger's order fails elsewhere. The worst element shown must be a
+    # failing one, not an admitted NaN.
+    import flce_bwd
+    line = ("kv1 op=fused_linear_cross_entropy.bwd impl=liger_flce_bwd config= shape=521x1x5 dtypes=x:bf16,weight:bf16,"
+            "dloss:fp32 attrs=reduction:sum,ignore_index:-100,ignored_grad:zero,empty_mean:zero dist=near_overflow "
+            "seed=336633218")
+    sites = {"flce.logits": "bf16", "flce.grad": "bf16"}
+
+    def fn(t, case):
+        return {"dx": flce_bwd.dx_liger(t, case, 0).astype(np.float32), "dweight": np.zeros((5, 1), np.float32)}
+    with np.errstate(all="ignore"):
+        dx = kverify.replay(fn, line, contract=lambda c: {**flce_bwd.contract(c), "rounding_sites": sites},
+                            raise_on_failure=False)["outputs"]["dx"]
+    b = dx["bound"]
+    assert dx["n_fail"] > 0 and dx["n_nan_admitted"] > 0
+    out, lo, hi = (float(b[k]) for k in ("out", "admissible_lo", "admissible_hi"))
+    assert np.isfinite(out) and not lo <= out <= hi, b
+    assert float(dx["max_ratio"]) == float("inf")  # the statistics keep every element's ratio
