@@ -302,7 +302,7 @@ class Campaign {
     int n = 0;
     const auto t0 = Clock::now();
     auto stop = [&] {
-      return out_of_time() || std::chrono::duration<double>(Clock::now() - t0).count() >= o_.max_shrink_seconds;
+      return out_of_time() || Secs(Clock::now() - t0).count() >= o_.max_shrink_seconds;
     };
     ShrinkResult r = shrink_failure(
         e.case_, first, io_, o_.max_shrink_runs, stop,

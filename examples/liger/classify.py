@@ -22,6 +22,7 @@ exit 1 if any failure is unexplained."""
 
 import collections
 import json
+import math
 import os
 import sys
 
@@ -33,13 +34,19 @@ def _real(attrs, name):
     return float.fromhex(v) if v.startswith(("0x", "-0x")) else float(v)
 
 
+def liger_pad(v):
+    """The lanes past V in the last block of Liger's cross-entropy kernel (block min(32768, next_pow2(V)))."""
+    block = min(32768, 1 << (v - 1).bit_length())
+    return math.ceil(v / block) * block - v
+
+
 def explain(j):
     op, a, d = j["op"], j.get("attrs", {}), j.get("dtypes", {})
     base = op.rsplit(".", 1)[0]
     padded = False
     if base in ("cross_entropy", "fused_linear_cross_entropy") and _real(a, "softcap") > 0:
         v = int(j["shape"][-1])
-        padded = v % min(32768, 1 << (v - 1).bit_length()) != 0
+        padded = liger_pad(v) != 0
     flce_rounding = None
     if op == "fused_linear_cross_entropy.bwd" and d.get("x") in ("bf16", "fp16"):
         flce_rounding = "flce_none_dloss_rounded" if a.get("reduction") == "none" else "flce_scale_after_products"
@@ -54,24 +61,41 @@ def explain(j):
     return "unexplained"
 
 
+class Classified:
+    """Failures counted by (impl, finding), with up to `keep` case lines per finding."""
+
+    def __init__(self, keep):
+        self.counts, self.examples, self.keep = collections.Counter(), collections.defaultdict(list), keep
+
+    def add(self, impl, j):
+        why = explain(j)
+        self.counts[(impl, why)] += 1
+        if len(self.examples[why]) < self.keep:
+            self.examples[why].append(j["case"])
+        return why
+
+    def unexplained(self):
+        return any(k[1] == "unexplained" for k in self.counts)
+
+    def write(self, path):
+        res = {"counts": {f"{k[0]} {k[1]}": v for k, v in sorted(self.counts.items())}, "examples": self.examples}
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1)
+
+
 def main(out):
-    counts, cases = collections.Counter(), collections.defaultdict(list)
+    c = Classified(20)
     for name in sorted(os.listdir(out)):
         d = os.path.join(out, name)
         if not os.path.isdir(d) or not name.startswith("liger_"):
             continue
         for j in lines_of(d):
             if j.get("verdict") == "fail":
-                why = explain(j)
-                counts[(name, why)] += 1
-                if len(cases[why]) < 20:
-                    cases[why].append(j["case"])
-    res = {"counts": {f"{k[0]} {k[1]}": v for k, v in sorted(counts.items())}, "examples": cases}
-    with open(os.path.join(out, "classified.json"), "w") as f:
-        json.dump(res, f, indent=1)
-    for k, v in res["counts"].items():
-        print(f"{v:6d}  {k}")
-    return 1 if any(k[1] == "unexplained" for k in counts) else 0
+                c.add(name, j)
+    c.write(os.path.join(out, "classified.json"))
+    for k, v in sorted(c.counts.items()):
+        print(f"{v:6d}  {k[0]} {k[1]}")
+    return 1 if c.unexplained() else 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ and DEST/lines.jsonl.xz (for every case that did not pass, its line less what is
 line or only a byte-for-byte comparison reads: slim()). Cases are read once each
 (summarize.lines_of). Usage: compact.py OUT DEST"""
 
+import json
 import lzma
 import os
 import sys
@@ -45,7 +46,6 @@ def row(impl, j):
 
 
 def main(out, dest):
-    import json
     os.makedirs(dest, exist_ok=True)
     n = kept = 0
     with lzma.open(os.path.join(dest, "verdicts.tsv.xz"), "wt", preset=9) as tsv, \

@@ -29,7 +29,8 @@ import numpy as np
 
 import kverify
 from smoothing import bad_args, lines, write
-from softcap import _round, contract, flce_logits, liger_pad, terms, ulp
+from classify import liger_pad
+from softcap import _round, bound_of, candidates, flce_logits, host_inputs, missed, nearest, terms
 
 
 def _inputs(t, case, pad):
@@ -64,24 +65,17 @@ def dx_liger(t, case, pad):
 
 def confirm(j):
     o = j["outputs"]["dx"]
-    b = {k: float(x) for k, x in o["bound"].items()}  # JSON spells inf and nan as strings
-    seen = {}
-
-    def capture(t, case):
-        seen["t"], seen["case"] = {k: np.array(a) for k, a in t.items()}, case
-        raise kverify.Unsupported("captured")
-    kverify.replay(capture, j["case"], contract=contract, device="host", raise_on_failure=False)
-    if "t" not in seen:
+    b = bound_of(o)
+    got = host_inputs(j["case"])
+    if got is None:
         return {"case": j["case"], "confirmed": False, "why": "the case did not replay on the host"}
-    t, case = seen["t"], seen["case"]
+    t, case = got
     pad = liger_pad(int(case["shape"][-1])) if float(case["attr_values"]["softcap"]) > 0 else 0
     definition = dx_definition(t, case, (j.get("contract") or {}).get("rounding_sites", {})).reshape(-1)
     emulated = dx_liger(t, case, pad).reshape(-1)
-    dt = case["dtypes"]["x"]
-    tol_at = lambda x: b["contract_half_width"] + (2 * ulp(x, dt) if dt != "fp32" else 0)  # noqa: E731
-    cand = np.flatnonzero(np.abs(definition - b["v"]) <= b.get("ref_err", 0) + 1e-9 * abs(b["v"]) + 1e-6 * tol_at(b["v"]))
+    cand, tol_at = candidates(b, definition, case["dtypes"]["x"])
     if cand.size == 0:
-        return {"case": j["case"], "confirmed": False, "why": "the emulation's definition misses the reference v"}
+        return missed(j)
     if not np.isfinite(b["out"]):
         # The worst element shown is not finite: an admitted NaN or infinity (ratio inf), which
         # says nothing of the failing ones. Judge the emulation under the case's own contract:
@@ -96,19 +90,13 @@ def confirm(j):
                 "liger_n_fail": o["n_fail"], "emulated_n_fail": e["n_fail"],
                 "liger_first_fail": o["first_fail_index"], "emulated_first_fail": e["first_fail_index"],
                 "confirmed": bool(same)}
-    k = int(cand[np.argmin(np.abs(emulated[cand] - b["out"]))])
-    emu, tol = float(emulated[k]), tol_at(float(emulated[k]))
-    d_emu, d_def = abs(b["out"] - emu), abs(b["out"] - b["v"])
-    return {"case": j["case"], "pad": pad, "liger_out": b["out"], "emulated": emu, "definition": b["v"],
-            "tolerance": tol, "candidates": int(cand.size),
-            "liger_from_emulation_in_tolerances": d_emu / tol if tol else None,
-            "liger_from_definition_in_tolerances": d_def / tol if tol else None,
-            "confirmed": bool(d_emu <= tol and d_emu < d_def), "nearer_the_emulation": bool(d_emu < d_def)}
+    return nearest(j, b, cand, emulated, tol_at, pad=pad)
 
 
 def main(argv):
-    if bad_args("flce_bwd.py", argv):
-        print(bad_args("flce_bwd.py", argv), file=sys.stderr)
+    err = bad_args("flce_bwd.py", argv)
+    if err:
+        print(err, file=sys.stderr)
         return 2
     todo = [j for j in lines(argv[:-1]) if j.get("verdict") == "fail" and j.get("op") == "fused_linear_cross_entropy.bwd"]
     with np.errstate(all="ignore"):

@@ -115,8 +115,9 @@ def write(path, res):
 
 
 def main(argv):
-    if bad_args("smoothing.py", argv):
-        print(bad_args("smoothing.py", argv), file=sys.stderr)
+    err = bad_args("smoothing.py", argv)
+    if err:
+        print(err, file=sys.stderr)
         return 2
     res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail" and j.get("op") == "cross_entropy.fwd"
            and float.fromhex(j["attrs"].get("label_smoothing", "0x0p+0")) > 0

@@ -28,6 +28,7 @@ import numpy as np
 
 import kverify
 from _liger import DIV, EXP2, serial, triton
+from classify import liger_pad
 from smoothing import bad_args, lines, write
 
 
@@ -35,11 +36,6 @@ def contract(case):
     """Any contract: the emulation only needs the case's inputs, which replay regenerates."""
     return triton("fp32", {"exp": EXP2, "log": 2, "div": DIV, "tanh": 2},
                   {name: serial(n) for name, n in case["axes"].items()})
-
-
-def liger_pad(v):
-    block = min(32768, 1 << (v - 1).bit_length())
-    return math.ceil(v / block) * block - v
 
 
 def _f32(case, name):
@@ -124,50 +120,76 @@ def flce_logits(t, case):
     return {"logits": logits, "target": t["target"]}
 
 
-def confirm(j):
-    name = "loss" if j["op"].endswith(".fwd") else "dlogits"
-    o = j["outputs"][name]
-    b = {k: float(x) for k, x in o["bound"].items()}  # JSON spells inf and nan as strings
+def host_inputs(line):
+    """The inputs kverify generates for a case line, regenerated on the host: (tensors, case), or
+    None where the case does not replay there."""
     seen = {}
 
     def capture(t, case):
         seen["t"], seen["case"] = {k: np.array(a) for k, a in t.items()}, case
         raise kverify.Unsupported("captured")  # the inputs are all this needs
-    kverify.replay(capture, j["case"], contract=contract, device="host", raise_on_failure=False)
-    if "t" not in seen:
-        return {"case": j["case"], "confirmed": False, "why": "the case did not replay on the host"}
-    t, case = seen["t"], seen["case"]
-    if case["op"].startswith("fused_linear_cross_entropy"):
-        t = flce_logits(t, case)
-    v = int(case["shape"][-1])
-    definition = np.asarray(emulate(t, case, 0)).reshape(-1)
-    emulated = np.asarray(emulate(t, case, liger_pad(v))).reshape(-1)
-    # Liger's output is the emulated value plus the contract's arithmetic: within its half-width,
-    # and under a rounded output's site two of its ulps.
-    dt = case["dtypes"][name]
-    tol_at = lambda x: b["contract_half_width"] + (2 * ulp(x, dt) if dt != "fp32" else 0)  # noqa: E731
-    # The worst element is the one whose definition is the bound's v (to its reference error and
-    # a millionth of the tolerance); where several are (equal rows, zeros), any of them.
+    kverify.replay(capture, line, contract=contract, device="host", raise_on_failure=False)
+    return (seen["t"], seen["case"]) if seen else None
+
+
+def bound_of(output):
+    return {k: float(x) for k, x in output["bound"].items()}  # JSON spells inf and nan as strings
+
+
+def candidates(b, definition, dt):
+    """The elements that may be the worst one shown, and the tolerance at a value: the worst
+    element's definition is the bound's v (to its reference error and a millionth of the
+    tolerance); where several elements share it (equal rows, zeros), any of them. Liger's output
+    is the emulated value plus the contract's arithmetic: within its half-width, and under a
+    rounded output's site two of its ulps."""
+    def tol_at(x):
+        return b["contract_half_width"] + (2 * ulp(x, dt) if dt != "fp32" else 0)
     with np.errstate(invalid="ignore"):
         cand = np.flatnonzero(np.abs(definition - b["v"]) <= b.get("ref_err", 0) + 1e-9 * abs(b["v"])
                               + 1e-6 * tol_at(b["v"]))
-    if cand.size == 0:
-        return {"case": j["case"], "confirmed": False, "why": "the emulation's definition misses the reference v"}
+    return cand, tol_at
+
+
+def missed(j):
+    return {"case": j["case"], "confirmed": False, "why": "the emulation's definition misses the reference v"}
+
+
+def nearest(j, b, cand, emulated, tol_at, **about):
+    """Confirmed where the candidate nearest Liger's output lies within tolerance of the emulation,
+    and nearer it than the definition."""
     k = int(cand[np.argmin(np.abs(emulated[cand] - b["out"]))])
     emu = float(emulated[k])
     tol = tol_at(emu)
     d_emu, d_def = abs(b["out"] - emu), abs(b["out"] - b["v"])
-    return {"case": j["case"], "output": name, "pad": liger_pad(v), "liger_out": b["out"], "emulated": emu,
-            "definition": b["v"], "tolerance": tol, "candidates": int(cand.size),
+    return {"case": j["case"], **about, "liger_out": b["out"], "emulated": emu, "definition": b["v"],
+            "tolerance": tol, "candidates": int(cand.size),
             "liger_from_emulation_in_tolerances": d_emu / tol if tol else None,
             "liger_from_definition_in_tolerances": d_def / tol if tol else None,
-            "confirmed": bool(d_emu <= tol and d_emu < d_def),
-            "nearer_the_emulation": bool(d_emu < d_def)}
+            "confirmed": bool(d_emu <= tol and d_emu < d_def), "nearer_the_emulation": bool(d_emu < d_def)}
+
+
+def confirm(j):
+    name = "loss" if j["op"].endswith(".fwd") else "dlogits"
+    b = bound_of(j["outputs"][name])
+    got = host_inputs(j["case"])
+    if got is None:
+        return {"case": j["case"], "confirmed": False, "why": "the case did not replay on the host"}
+    t, case = got
+    if case["op"].startswith("fused_linear_cross_entropy"):
+        t = flce_logits(t, case)
+    pad = liger_pad(int(case["shape"][-1]))
+    definition = np.asarray(emulate(t, case, 0)).reshape(-1)
+    emulated = np.asarray(emulate(t, case, pad)).reshape(-1)
+    cand, tol_at = candidates(b, definition, case["dtypes"][name])
+    if cand.size == 0:
+        return missed(j)
+    return nearest(j, b, cand, emulated, tol_at, output=name, pad=pad)
 
 
 def main(argv):
-    if bad_args("softcap.py", argv):
-        print(bad_args("softcap.py", argv), file=sys.stderr)
+    err = bad_args("softcap.py", argv)
+    if err:
+        print(err, file=sys.stderr)
         return 2
     with np.errstate(all="ignore"):  # inf_inject and near_overflow inputs: inf and NaN are values here
         res = [confirm(j) for j in lines(argv[:-1]) if j.get("verdict") == "fail"

@@ -15,7 +15,7 @@ import lzma
 import os
 import sys
 
-from classify import explain
+from classify import Classified
 
 VERDICTS = ["pass", "fail", "unverifiable", "error", "skip"]
 
@@ -44,7 +44,7 @@ def group(op):
 def main(dest, runs):
     impls = collections.defaultdict(collections.Counter)
     groups = collections.defaultdict(collections.Counter)
-    why, examples, abandoned, stray = collections.Counter(), collections.defaultdict(list), [], []
+    classified, abandoned, stray = Classified(10), [], []
     sample, taken = [], collections.Counter()
     for d in runs:
         for r in read_run(d):
@@ -57,22 +57,17 @@ def main(dest, runs):
                 c["curated"] += r["tier"] == "curated"
             if r["verdict"] == "error":
                 stray.append(r["line"].get("case"))
-            key = (r["impl"], r["verdict"], explain(r["line"]) if r["verdict"] == "fail" else "")
+            why = classified.add(r["impl"], r["line"]) if r["verdict"] == "fail" else ""
+            key = (r["impl"], r["verdict"], why)
             if r["verdict"] != "pass" and taken[key] < 40:
                 taken[key] += 1
                 sample.append(r["line"])
-            if r["verdict"] == "fail":
-                w = key[2]
-                why[(r["impl"], w)] += 1
-                if len(examples[w]) < 10:
-                    examples[w].append(r["line"]["case"])
     os.makedirs(dest, exist_ok=True)
     summary = {"runs": [os.path.basename(d.rstrip("/")) for d in runs], "impls": impls, "groups": groups,
                "abandoned": abandoned, "errors": stray}
     with open(os.path.join(dest, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    with open(os.path.join(dest, "classified.json"), "w") as f:
-        json.dump({"counts": {f"{k[0]} {k[1]}": v for k, v in sorted(why.items())}, "examples": examples}, f, indent=1)
+    classified.write(os.path.join(dest, "classified.json"))
     with open(os.path.join(dest, "sample.jsonl"), "w") as f:
         f.write("".join(json.dumps(j) + "\n" for j in sample))
     md = []
@@ -85,9 +80,9 @@ def main(dest, runs):
     with open(os.path.join(dest, "summary.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
-    for k, v in sorted(why.items()):
+    for k, v in sorted(classified.counts.items()):
         print(f"{v:7,d}  {k[0]} {k[1]}")
-    return 1 if stray or any(k[1] == "unexplained" for k in why) else 0
+    return 1 if stray or classified.unexplained() else 0
 
 
 if __name__ == "__main__":
