@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "core/hd.hpp"
 
 namespace kv {
 
@@ -20,7 +23,7 @@ struct Format {
   int emax;
 };
 
-inline Format format_of(DType d) {
+KV_HD inline Format format_of(DType d) {
   // i32 as a format whose quantum is 1 up to 2^31: round_to gives RNE to an integer.
   constexpr Format f[] = {{24, -126, 127}, {11, -14, 15}, {8, -126, 127}, {32, 31, 31}};
   return f[static_cast<int>(d)];
@@ -36,12 +39,12 @@ inline double unit_roundoff(DType d) {
   constexpr double v[] = {0x1p-24, 0x1p-11, 0x1p-8, 0.5};
   return v[static_cast<int>(d)];
 }
-inline double max_finite(DType d) {
+KV_HD inline double max_finite(DType d) {
   constexpr double v[] = {0x1.fffffep127, 0x1.ffcp15, 0x1.fep127, 2147483647.0};
   return v[static_cast<int>(d)];
 }
 /// Smallest positive normal and subnormal numbers of d.
-inline double min_normal(DType d) {
+KV_HD inline double min_normal(DType d) {
   constexpr double v[] = {0x1p-126, 0x1p-14, 0x1p-126, 1.0};
   return v[static_cast<int>(d)];
 }
@@ -70,7 +73,7 @@ inline double ulp(DType d, double x) {
 /// elsewhere |lo| (at most half a double ulp of hi) is far below half a format quantum,
 /// since the formats have at most 24 bits and doubles 53. Overflow gives ±inf; NaN,
 /// ±inf and ±0 are kept. Inline: it is on the hot path of every enclosure element.
-[[gnu::always_inline]] inline double round_to(DType d, double hi, double lo) {
+[[gnu::always_inline]] KV_HD inline double round_to(DType d, double hi, double lo) {
   if (hi == 0.0 && lo != 0.0) hi = lo, lo = 0.0;  // (never the case for double-doubles)
   uint64_t b;
   std::memcpy(&b, &hi, 8);
@@ -102,11 +105,11 @@ inline double ulp(DType d, double x) {
   double pow2q;
   std::memcpy(&pow2q, &pb, 8);
   double r = static_cast<double>(keep) * pow2q;  // exact: keep <= 2^p
-  if (r > max_finite(d)) r = __builtin_inf();
+  if (r > max_finite(d)) r = std::numeric_limits<double>::infinity();
   return neg ? -r : r;
 }
 /// Exact RNE of x to d.
-[[gnu::always_inline]] inline double round_to(DType d, double x) { return round_to(d, x, 0.0); }
+[[gnu::always_inline]] KV_HD inline double round_to(DType d, double x) { return round_to(d, x, 0.0); }
 /// x rounded toward zero to d (planted faults and mutants: truncation where RNE is due).
 inline double round_toward_zero(DType d, double x) {
   const double r = round_to(d, x);

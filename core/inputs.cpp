@@ -4,10 +4,14 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <span>
 #include <cmath>
 #include <limits>
 
+#include "core/draw.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -32,6 +36,8 @@ void unravel(int64_t linear, const std::vector<int64_t>& shape, std::vector<int6
 namespace {
 
 using Dist = ValueDist;
+static_assert(static_cast<int>(ValueDist::inf_inject) == static_cast<int>(gen::Dist::inf_inject) &&
+              static_cast<int>(ValueDist::subnormal) == static_cast<int>(gen::Dist::subnormal));
 
 Dist parse_dist(const std::string& dist) {
   static const std::vector<std::pair<std::string, Dist>> names = {
@@ -45,61 +51,17 @@ Dist parse_dist(const std::string& dist) {
   throw UsageError("unknown value distribution '" + dist + "'");
 }
 
-/// The base sample of the distributions that are a shift and scale of one draw.
-double base_sample(Dist d, PhiloxKey key, std::span<const int64_t> coords) {
-  auto w = philox4x32_10(key, coord_counter(coords));
-  double u = uniform_open01(w[0], w[1]);
-  if (d == Dist::uniform) return 2.0 * u - 1.0;
-  double z = normal_from_uniform(u);
-  switch (d) {
-    case Dist::tiny: return z * 0x1p-10;
-    case Dist::large: return z * 0x1p6;
-    case Dist::mean_shift: return 4.0 + z;
-    case Dist::big_mean: return 256.0 + z * 0.125;  // a large mean over a small spread
-    case Dist::wide: return std::ldexp(z, static_cast<int>(w[2] % 25u) - 12);  // exact scaling
-    case Dist::zeros: return 0.0;
-    default: return z;  // normal
-  }
-}
-
 }  // namespace
 
 ValueDrawer::ValueDrawer(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor, double shift,
-                         double scale)
-    : d_(parse_dist(dist)), dt_(dt), key_(philox_key(seed, tensor)), row_key_(philox_key(seed, tensor + "/row")),
-      shift_(shift), scale_(scale) {}
+                         double scale) {
+  const PhiloxKey key = philox_key(seed, tensor), row = philox_key(seed, tensor + "/row");
+  spec_ = {static_cast<gen::Dist>(parse_dist(dist)), dt, key.k0, key.k1, row.k0, row.k1, shift, scale};
+}
 
 double ValueDrawer::value(const std::vector<int64_t>& coords, std::vector<int64_t>& scratch) const {
-  switch (d_) {
-    case Dist::subnormal: return min_normal(dt_) * base_sample(Dist::uniform, key_, coords);
-    case Dist::const_rows: {
-      scratch = coords;
-      if (!scratch.empty()) scratch.back() = 0;  // one value per row
-      return shift_ + scale_ * base_sample(Dist::normal, key_, scratch);
-    }
-    case Dist::near_overflow: {
-      // Within a factor 16 of the dtype's largest finite value, either sign (exact scaling).
-      auto w = philox4x32_10(key_, coord_counter(coords));
-      const double u = uniform_open01(w[0], w[1]);
-      const double m = std::ldexp(max_finite(dt_) * (0.5 + 0.5 * u), -static_cast<int>(w[2] % 4u));
-      return (w[3] & 1u) ? -m : m;
-    }
-    case Dist::nan_inject:
-    case Dist::inf_inject: {
-      // In about one row in three (rows: every coordinate but the last), about one element
-      // in 61 is special (NaN, or +inf / -inf); the rest are normal. Clean rows stay beside.
-      auto w = philox4x32_10(key_, coord_counter(coords));
-      scratch = coords;
-      if (!scratch.empty()) scratch.back() = 0;
-      const bool spiky = philox4x32_10(row_key_, coord_counter(scratch))[3] % 3u == 0;
-      if (spiky && w[3] % 61u == 0) {
-        if (d_ == Dist::nan_inject) return std::numeric_limits<double>::quiet_NaN();
-        return (w[2] & 1u) ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-      }
-      return shift_ + scale_ * base_sample(Dist::normal, key_, coords);
-    }
-    default: return shift_ + scale_ * base_sample(d_, key_, coords);
-  }
+  scratch = coords;
+  return gen::value(spec_, scratch.data(), static_cast<int>(scratch.size()));
 }
 
 double draw(const std::string& dist, uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords) {
@@ -107,21 +69,39 @@ double draw(const std::string& dist, uint64_t seed, const std::string& tensor, c
   if (d == Dist::const_rows || d == Dist::subnormal || d == Dist::near_overflow || d == Dist::nan_inject ||
       d == Dist::inf_inject)
     throw UsageError("value distribution '" + dist + "' has no base sample (ValueDrawer draws it)");
-  return base_sample(d, philox_key(seed, tensor), coords);
+  const PhiloxKey k = philox_key(seed, tensor);
+  return gen::base_sample(static_cast<gen::Dist>(d), k.k0, k.k1, coords.data(), static_cast<int>(coords.size()));
+}
+
+namespace {
+std::atomic<GpuFiller> g_filler{nullptr};
+std::atomic<bool> g_gpu_fill{false};
+}  // namespace
+
+void set_gpu_filler(GpuFiller f) { g_filler = f; }
+
+void allow_gpu_fill(bool on) {
+  const char* env = std::getenv("KV_INPUTS");
+  g_gpu_fill = on && !(env && std::string_view(env) == "host");
 }
 
 void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double shift, double scale) {
   const int64_t n = v.desc.numel(), block = 4096;
   const ValueDrawer dr(dist, v.desc.dtype, seed, v.desc.name, shift, scale);
   const std::vector<int64_t>& shape = v.desc.shape;
+  const GpuFiller gpu = g_filler;
+  if (gpu && g_gpu_fill && n >= kGpuFillMin && v.desc.strides.empty() && v.desc.dtype != DType::i32 &&
+      gpu(dr.spec(), shape, v.base + v.desc.offset * static_cast<int64_t>(dtype_size(v.desc.dtype))))
+    return;
   // Each element depends on its coordinates only, so blocks fill in parallel; within a
   // block the coordinates advance like an odometer.
   tbb::parallel_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
-    std::vector<int64_t> coords, scratch;
+    std::vector<int64_t> coords;
     const int64_t lo = b * block, hi = std::min(n, (b + 1) * block);
     unravel(lo, shape, coords);
+    const int rank = static_cast<int>(coords.size());
     for (int64_t i = lo; i < hi; ++i) {
-      v.store(i, dr.value(coords, scratch));
+      v.store(i, gen::value(dr.spec(), coords.data(), rank));
       for (size_t k = coords.size(); k-- > 0;) {
         if (++coords[k] < shape[k]) break;
         coords[k] = 0;

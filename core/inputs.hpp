@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/draw.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
 
@@ -31,16 +32,27 @@ class ValueDrawer {
   ValueDrawer(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor, double shift, double scale);
   /// The value at these coordinates; `scratch` is working space (reused across calls).
   double value(const std::vector<int64_t>& coords, std::vector<int64_t>& scratch) const;
+  const gen::Spec& spec() const { return spec_; }
 
  private:
-  ValueDist d_;
-  DType dt_;
-  PhiloxKey key_, row_key_;
-  double shift_, scale_;
+  gen::Spec spec_;
 };
 
 /// A uniform integer in [lo, hi) at one element (lo when the range is empty).
 int64_t draw_int(uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords, int64_t lo, int64_t hi);
+
+/// Writes the bits of every element of a contiguous tensor of `shape` in s's dtype, in
+/// logical order, to host memory at dst, computed on a GPU with core/draw.hpp's arithmetic
+/// (device/gpu_fill.cu): the bits the host loop stores. Returns false where it does not
+/// take the tensor (then the host loop fills it); throws DeviceError on a CUDA failure.
+using GpuFiller = bool (*)(const gen::Spec& s, const std::vector<int64_t>& shape, uint8_t* dst);
+/// Installed by the CUDA build (ops/builtin.cpp); none by default.
+void set_gpu_filler(GpuFiller f);
+/// Whether fill_tensor hands tensors of at least kGpuFillMin elements to the GPU filler in
+/// this process: the runner allows it for cases on a CUDA device, never where the
+/// environment sets KV_INPUTS=host (the host path, kept as the cross-check).
+void allow_gpu_fill(bool on);
+inline constexpr int64_t kGpuFillMin = int64_t(1) << 18;
 
 /// Fills every logical element of `v` with RNE(shift + scale * draw(dist, ...)) (subnormal
 /// and const_rows as above).
