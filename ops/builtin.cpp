@@ -9,6 +9,8 @@
 #include "ops/rope.hpp"
 #include "ops/rope_table.hpp"
 #ifdef KV_HAVE_CUDA
+#include "core/inputs.hpp"
+#include "device/gpu_fill.hpp"
 #include "kernels/cross_entropy/cuda.hpp"
 #include "kernels/flce/cuda.hpp"
 #include "kernels/glu/cuda.hpp"
@@ -43,6 +45,7 @@ void register_builtin() {
   register_cuda_rope_table(r);
   register_cuda_cross_entropy(r);
   register_cuda_flce(r);
+  set_gpu_filler(&gpu_fill);  // used where the runner allows it (cases on a CUDA device)
 #endif
 }
 

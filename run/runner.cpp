@@ -13,6 +13,7 @@
 #include "check/stream.hpp"
 #include "core/digest.hpp"
 #include "core/error.hpp"
+#include "core/inputs.hpp"
 #include "core/row_slice.hpp"
 #include "core/safetensors.hpp"
 #include "core/sites.hpp"
@@ -337,6 +338,7 @@ nlohmann::json run_normalized(const Case& c, const RunEnv& env, RefCache& cache)
   CaseRun r(c, env, cache);
   if (!validate(r)) return r.j;
   progress.phase("inputs");
+  allow_gpu_fill(env.device.kind == "cuda");  // large inputs generated on the GPU, bit for bit the host's
   prepare_inputs(r);
   progress.phase("reference and enclosure");
   reference_and_enclosure(r);
