@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 
 #include "device/cuda_check.hpp"
 #include "core/error.hpp"
@@ -12,37 +11,14 @@ namespace kv {
 
 namespace {
 
-/// The process's pool for case buffers keeps up to this many bytes between cases, so that
-/// a worker's next case reuses them: cudaFree waits for the whole device, and under several
-/// worker processes per GPU each such wait is a context switch (fuzz campaigns, issue 24).
-constexpr uint64_t kPoolKeepBytes = uint64_t(256) << 20;
-
-void keep_pool_memory() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    int dev = 0;
-    cudaMemPool_t pool;
-    KV_CUDA(cudaGetDevice(&dev));
-    KV_CUDA(cudaDeviceGetDefaultMemPool(&pool, dev));
-    uint64_t keep = kPoolKeepBytes;
-    KV_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  });
-}
-
-/// A device allocation, ordered in the case's stream, freed on scope exit (errors while
-/// freeing are ignored: the context may already be lost). Freed memory goes back to the
-/// pool; a later allocation that reuses it is written whole (canaries, then the host
-/// payload) before any kernel reads it.
+/// A device allocation freed on scope exit (errors while freeing are ignored: the
+/// context may already be lost).
 struct DevBuf {
   void* p = nullptr;
   size_t bytes = 0;
-  cudaStream_t s = nullptr;
-  DevBuf(size_t n, cudaStream_t stream) : bytes(n), s(stream) {
-    keep_pool_memory();
-    KV_CUDA(cudaMallocAsync(&p, n == 0 ? 1 : n, s));
-  }
+  explicit DevBuf(size_t n) : bytes(n) { KV_CUDA(cudaMalloc(&p, n == 0 ? 1 : n)); }
   ~DevBuf() {
-    if (p) cudaFreeAsync(p, s);
+    if (p) cudaFree(p);
   }
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
@@ -159,7 +135,7 @@ struct Mirror {
       if (!m.mem) {
         m.canary = canaries.at(b);  // a multiple of 256: the payload keeps cudaMalloc's alignment
         const size_t n = b->payload_bytes();
-        m.mem = std::make_unique<DevBuf>(n + 2 * m.canary, d.stream);
+        m.mem = std::make_unique<DevBuf>(n + 2 * m.canary);
         auto* p = static_cast<uint8_t*>(m.mem->p);
         KV_CUDA(cudaMemsetAsync(p, Buffer::kCanary, m.canary, d.stream));
         KV_CUDA(cudaMemcpyAsync(p + m.canary, b->payload(), n, cudaMemcpyHostToDevice, d.stream));
@@ -171,7 +147,6 @@ struct Mirror {
     for (auto& [n, b] : ts.workspaces) d.ws[n] = {mirror(b.get()), b->payload_bytes()};
   }
   ~Mirror() {
-    dev.clear();  // freed in the stream, before it goes
     if (d.stream) cudaStreamDestroy(d.stream);
   }
   Mirror(const Mirror&) = delete;

@@ -222,32 +222,21 @@ __global__ void __launch_bounds__(C == 0 ? 1024 : 512, C == 0 ? 0 : 1) bwd_kerne
       }
     }
   };
-  // The next row's kept chunks and rstd, loaded a row ahead: its loads are in flight while
-  // this row is reduced and written (dx of this row never lies in the next row's storage).
-  uint4 ndy[CR] = {}, nx[CR] = {};
-  float nr = 0.0f;
-  auto fetch = [&](int64_t row) {
-#pragma unroll
-    for (int k = 0; k < C; ++k) {
-      const int c = t.lane + k * t.P;
-      if (c < nch) {
-        const int cnt = chunk_count<V>(a.n, c);
-        nx[k] = load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, cnt);
-        if (dy_kept) ndy[k] = load_raw<X>(a.dy, row, static_cast<int64_t>(c) * V, cnt);
-      }
-    }
-    nr = ld_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs);
-  };
-  if (r0 < r1) fetch(r0);
   // Every team of the block runs `per` iterations (the barriers of team_sum are the block's).
   for (int64_t i = 0; i < per; ++i) {
     const int64_t row = r0 + i;
     const bool ok = row < r1;
     uint4 rdy[CR], rx[CR];
 #pragma unroll
-    for (int k = 0; k < CR; ++k) rdy[k] = ndy[k], rx[k] = nx[k];
-    const float r = ok ? nr : 0.0f;
-    if (row + 1 < r1) fetch(row + 1);
+    for (int k = 0; k < C; ++k) {
+      const int c = t.lane + k * t.P;
+      if (ok && c < nch) {
+        const int cnt = chunk_count<V>(a.n, c);
+        rx[k] = load_raw<X>(a.x, row, static_cast<int64_t>(c) * V, cnt);
+        if (dy_kept) rdy[k] = load_raw<X>(a.dy, row, static_cast<int64_t>(c) * V, cnt);
+      }
+    }
+    const float r = ok ? ld_any(a.rstd.base, a.rstd.dtype, row * a.rstd.rs) : 0.0f;
     float acc = 0.0f;
     if (ok) {
       each_kept_chunk(rdy, rx, row, [&](int, int64_t j0, int cnt, float(&dy)[V], float(&x)[V]) { add_terms<X, MR>(a, none, j0, cnt, dy, x, acc); });
