@@ -11,6 +11,7 @@
 #include "cli/command.hpp"
 #include "core/case.hpp"
 #include "core/error.hpp"
+#include "core/threads.hpp"
 #include "core/child_io.hpp"
 #include "run/runner.hpp"
 #ifdef KV_HAVE_CUDA
@@ -126,6 +127,7 @@ int kverify_main(int argc, char** argv) {
   }
 
   try {
+    apply_thread_limit();
     for (size_t i = 0; i < table.size(); ++i)
       if (*subs[i]) return table[i].run(*args[i], Argv{argc, argv});
   } catch (const UsageError& e) {

@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include <filesystem>
 #include <fstream>
@@ -88,12 +90,14 @@ std::vector<std::string> without_own_options(const std::vector<std::string>& arg
 
 /// Starts argv_s with stdout and stderr appended to `log` (and CUDA_VISIBLE_DEVICES set to
 /// cuda_device when that is not empty, removed otherwise); it dies with this process (core/spawn.hpp).
-pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, const std::string& cuda_device) {
+pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, const std::string& cuda_device,
+            const std::string& threads) {
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot open " + log);
   SpawnOptions o;
   o.argv = argv_s;
   o.env = {cuda_device.empty() ? "CUDA_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES=" + cuda_device};
+  if (!threads.empty()) o.env.push_back("KV_THREADS=" + threads);
   o.out = o.err = fd;
   Spawned s;
   try {
@@ -104,6 +108,14 @@ pid_t spawn(const std::vector<std::string>& argv_s, const std::string& log, cons
   }
   close(fd);
   return s.pid;
+}
+
+/// Each of W workers' share of the cores, for its KV_THREADS ("" where KV_THREADS is set
+/// here already): W workers each on every core oversubscribe them W times over.
+std::string worker_threads(int workers) {
+  const char* set = std::getenv("KV_THREADS");
+  if (set && *set) return "";
+  return std::to_string(std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(std::max(workers, 1))));
 }
 
 }  // namespace
@@ -131,6 +143,7 @@ int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string&
   const int64_t before = fs::exists(fs::path(out) / "results.jsonl")
                              ? static_cast<int64_t>(read_results((fs::path(out) / "results.jsonl").string()).size())
                              : 0;
+  const std::string threads = worker_threads(workers);
   std::vector<std::string> names;
   std::vector<pid_t> pids;
   for (int w = 0; w < workers; ++w) {
@@ -143,8 +156,9 @@ int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string&
     argv.insert(argv.end(), base.begin(), base.end());
     for (const std::string& a : {std::string("--out"), dir, std::string("--shard"), shard}) argv.push_back(a);
     std::cout << names.back() << (cuda ? " (CUDA_VISIBLE_DEVICES=" + gpu + ")" : std::string(" (host)"))
+              << (threads.empty() ? "" : ", KV_THREADS=" + threads)
               << ": shard " << shard << " into " << dir << ", log " << dir << ".log\n";
-    pids.push_back(spawn(argv, dir + ".log", gpu));
+    pids.push_back(spawn(argv, dir + ".log", gpu, threads));
   }
   int worst = 0;
   install_stop_handlers();

@@ -5,6 +5,7 @@
 #include <tbb/info.h>
 
 #include "core/digest.hpp"
+#include "core/threads.hpp"
 #include "kv_build_info.hpp"
 
 namespace kv {
@@ -35,7 +36,7 @@ nlohmann::json result_skeleton(const Case& c, const RunEnv& env) {
           {"dist", c.dist},
           {"seed", c.seed},
           {"device_name", env.device.name},
-          {"host_threads", tbb::info::default_concurrency()},
+          {"host_threads", host_threads()},
           {"device", env.device.to_json()},
           {"build", build_info()},
           {"impl_sources", env.sources.to_json()},

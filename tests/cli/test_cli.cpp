@@ -1,6 +1,7 @@
 // The command line end to end: usage errors exit 2 with a one-line reason; a crashing
 // or hanging impl becomes `error` for its case while the run goes on in a new worker.
 #include <gtest/gtest.h>
+#include <tbb/info.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -307,4 +308,23 @@ TEST(Cli, SanitizerLogsOfEveryToolAreRead) {
   EXPECT_EQ(one["errors"], 1);
   auto none = kv::parse_sanitizer_log("========= Error: Target application terminated before first instrumented API call\n");
   EXPECT_NE(none["skipped"].get<std::string>().find("terminated before first instrumented API call"), std::string::npos);
+}
+
+TEST(Cli, KvThreadsLimitsTheLoopsOrIsRefused) {
+  const std::string dir = tmpdir("threads");
+  // A worker's share of the cores (kverify fuzz --jobs-per-device sets it per worker).
+  const Out ok = sh("KV_THREADS=1 " KV_BIN, "run --device host --op rms_norm.fwd --impl host --dtype fp32 --out " + dir);
+  ASSERT_EQ(ok.code, 0) << ok.text;
+  const auto lines = kv::read_results(dir + "/results.jsonl");
+  ASSERT_FALSE(lines.empty());
+  for (const auto& j : lines) EXPECT_EQ(j["host_threads"], 1) << j["case"];
+  // Negative control: without it, the default (every core oneTBB sees; 2 where CI runs).
+  const Out all = sh(KV_BIN, "run --device host --op rms_norm.fwd --impl host --dtype fp32 --out " + dir + "-all");
+  ASSERT_EQ(all.code, 0) << all.text;
+  EXPECT_EQ(kv::read_results(dir + "-all/results.jsonl").at(0)["host_threads"], tbb::info::default_concurrency());
+  for (const char* bad : {"0", "-2", "two", "1x"}) {
+    const Out o = sh(std::string("KV_THREADS=") + bad + " " KV_BIN, "run --device host --op rms_norm.fwd --out " + dir + "-bad");
+    EXPECT_EQ(o.code, 2) << bad << "\n" << o.text;
+    EXPECT_NE(o.text.find("KV_THREADS must be a thread count"), std::string::npos) << o.text;
+  }
 }
