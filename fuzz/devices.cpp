@@ -156,8 +156,7 @@ int run_fuzz_on_devices(const std::vector<std::string>& args, const std::string&
     argv.insert(argv.end(), base.begin(), base.end());
     for (const std::string& a : {std::string("--out"), dir, std::string("--shard"), shard}) argv.push_back(a);
     std::cout << names.back() << (cuda ? " (CUDA_VISIBLE_DEVICES=" + gpu + ")" : std::string(" (host)"))
-              << (threads.empty() ? "" : ", KV_THREADS=" + threads)
-              << ": shard " << shard << " into " << dir << ", log " << dir << ".log\n";
+              << (threads.empty() ? "" : ", KV_THREADS=" + threads) << ": shard " << shard << " into " << dir << ", log " << dir << ".log\n";
     pids.push_back(spawn(argv, dir + ".log", gpu, threads));
   }
   int worst = 0;
