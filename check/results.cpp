@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -33,14 +34,22 @@ ResultsWriter::ResultsWriter(const std::string& path) : path_(path) {
 }
 
 ResultsWriter::~ResultsWriter() {
-  if (f_) std::fclose(f_);
+  if (f_) {
+    std::fflush(f_);
+    fsync(fileno(f_));
+    std::fclose(f_);
+  }
 }
 
 void ResultsWriter::append(const nlohmann::json& line) {
   std::string s = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fwrite(s.data(), 1, s.size(), f_) != s.size() || std::fflush(f_) != 0)
     throw std::runtime_error("cannot write to results file '" + path_ + "'");
-  fsync(fileno(f_));
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (now - last_sync_ >= kSyncEvery) {
+    fsync(fileno(f_));
+    last_sync_ = now;
+  }
 }
 
 nlohmann::json result_number(double x) {

@@ -22,11 +22,17 @@ class ResultsWriter {
   ~ResultsWriter();
   ResultsWriter(const ResultsWriter&) = delete;
   ResultsWriter& operator=(const ResultsWriter&) = delete;
+  /// Writes the line and flushes it to the kernel (a killed process loses none); fsyncs at
+  /// most once every kSyncEvery seconds and on close (a machine crash loses at most the
+  /// lines of the last interval): an fsync per line cost milliseconds a case on a campaign
+  /// of 16 workers.
   void append(const nlohmann::json& line);
+  static constexpr double kSyncEvery = 1.0;
 
  private:
   std::FILE* f_ = nullptr;
   std::string path_;
+  double last_sync_ = -1e300;  // steady-clock seconds
 };
 
 /// Reads every line (of one run when run_id is not empty). A malformed line throws
