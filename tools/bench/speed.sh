@@ -6,8 +6,8 @@
 #      (seed-wall.txt; run 1's results in seed-1/, every run's log in seed-R.log);
 #   d. the standard suite end to end, SUITE_REPS times (suite-wall.txt with each run's verdict
 #      counts; run 1's results kept as suite-1-results.jsonl.gz);
-#   e. fuzz throughput: FUZZ_REPS campaigns of FUZZ_S seconds, JOBS workers per GPU (fuzz-S.log;
-#      the GPU count in gpu-count.txt);
+#   e. fuzz throughput: FUZZ_REPS campaigns of FUZZ_S seconds, JOBS workers per GPU (fuzz-S.log,
+#      fuzz-S-failures.jsonl where the campaign found any; the GPU count in gpu-count.txt);
 #   f. the GPU's name (gpu.txt) and kverify --version (version.txt, with the commit);
 #   g. tools/bench/speed_table.py: speed.json and speed.md from the files above.
 # A step that fails does not stop the others: each step's exit code goes to steps.txt.
@@ -121,6 +121,8 @@ fuzz() {
       --devices all --jobs-per-device "$JOBS" --curated none --out "$OUT/fuzz-$s" > "$OUT/fuzz-$s.log" 2>&1
     rc=$?
     echo "fuzz exit $rc" >> "$OUT/fuzz-$s.log"
+    # A failure the campaign found is kept (its line, replay and class), whatever the speed.
+    [ -s "$OUT/fuzz-$s/failures.jsonl" ] && cp "$OUT/fuzz-$s/failures.jsonl" "$OUT/fuzz-$s-failures.jsonl"
     rm -rf "$OUT/fuzz-$s"
     [ "$rc" -eq 0 ] || worst=$rc
   done
