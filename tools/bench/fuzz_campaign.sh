@@ -9,7 +9,7 @@
 #   4. the seed case (3D RoPE bf16 1x32760x12x128, fwd and bwd) end to end, twice.
 # DIST: the binaries (ci/dist.sh); OUT: where logs and the campaign go.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root (these scripts moved from bench/ to tools/bench/)
 K=${DIST:-.dist}/kverify
 OUT=${OUT:-out/fuzz-gpu}
 SEED=${SEED:-2029}

@@ -3,7 +3,7 @@
 # CUDA impls beside a device copy of the same input) and tools/bench/torch_bench.py (PyTorch eager
 # and torch.compile) in the same run, into $OUT/bench.md.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root (these scripts moved from bench/ to tools/bench/)
 DIST=${DIST:-.dist}
 OUT=${OUT:-out/bench}
 mkdir -p "$OUT"

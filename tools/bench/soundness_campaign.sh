@@ -11,7 +11,7 @@
 # (CASES is then the campaign's total, CAMPAIGN_S this call's seconds).
 # DIST: the binaries (ci/dist.sh); OUT: where logs and summaries go.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root (these scripts moved from bench/ to tools/bench/)
 K=${DIST:-.dist}/kverify
 OUT=${OUT:-out/soundness}
 WORK=${WORK:-/tmp/soundness}
