@@ -14,6 +14,7 @@
 #include "core/inputs.hpp"
 #include "check/judge_elems.hpp"
 #include "reference/enclosure.hpp"
+#include "core/par.hpp"
 
 namespace kv {
 
@@ -24,7 +25,7 @@ std::vector<int64_t> ref_target_misses(const OutputRef& ref, const OutputEnclosu
   // Fixed chunks scanned in parallel, joined in chunk order: the indices come out sorted.
   const int64_t n = static_cast<int64_t>(ref.v.size()), chunk = int64_t(1) << 16;
   std::vector<std::vector<int64_t>> part(static_cast<size_t>((n + chunk - 1) / chunk));
-  tbb::parallel_for(int64_t(0), static_cast<int64_t>(part.size()), [&](int64_t c) {
+  par_for(int64_t(0), static_cast<int64_t>(part.size()), [&](int64_t c) {
     for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
       // NaN and ±inf values are exact (IEEE rules on the defined computation): nothing to refine.
       // An element that admits NaN is unverifiable whatever the reference: not refined either
@@ -111,7 +112,7 @@ void JudgeStream::add(int64_t first, const OutputRef& ref, const OutputEnclosure
   const int64_t c0 = first / ch, c1 = (end - 1) / ch;
   std::vector<Partial> parts(static_cast<size_t>(c1 - c0 + 1));
   if (first % ch != 0) parts[0] = s.open;
-  tbb::parallel_for(c0, c1 + 1, [&](int64_t c) {
+  par_for(c0, c1 + 1, [&](int64_t c) {
     judge_range(s.out, ref, enc, first, std::max(first, c * ch), std::min(end, (c + 1) * ch), parts[c - c0],
                 s.hists.local(), s.tol.local());
   });

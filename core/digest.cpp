@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/case.hpp"
+#include "core/par.hpp"
 
 namespace kv {
 
@@ -24,7 +25,7 @@ Digest digest(const TensorView& t) {
   const int64_t nchunks = n == 0 ? 0 : (n + d.chunk_elems - 1) / d.chunk_elems;
   d.chunks.resize(static_cast<size_t>(nchunks));
   // Chunks are hashed in parallel, each streaming its canonical bytes.
-  tbb::parallel_for(int64_t(0), nchunks, [&](int64_t c) {
+  par_for(int64_t(0), nchunks, [&](int64_t c) {
     XXH64_state_t* st = XXH64_createState();
     XXH64_reset(st, 0);
     uint8_t buf[4096 * 4];

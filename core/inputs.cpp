@@ -15,6 +15,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "core/par.hpp"
 
 namespace kv {
 
@@ -95,7 +96,7 @@ void fill_tensor(TensorView& v, const std::string& dist, uint64_t seed, double s
     return;
   // Each element depends on its coordinates only, so blocks fill in parallel; within a
   // block the coordinates advance like an odometer.
-  tbb::parallel_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
+  par_for(int64_t(0), (n + block - 1) / block, [&](int64_t b) {
     std::vector<int64_t> coords;
     const int64_t lo = b * block, hi = std::min(n, (b + 1) * block);
     unravel(lo, shape, coords);

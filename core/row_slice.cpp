@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/par.hpp"
 
 namespace kv {
 
@@ -103,7 +104,7 @@ CaseSlice gather_rows(const OpBinding& op, const Case& c, const TensorSet& ts, c
     const TensorView src = whole.view();
     TensorView dst = s.view();
     const int64_t extent = c.shape[0];
-    tbb::parallel_for(int64_t(0), outer * g, [&](int64_t ok) {
+    par_for(int64_t(0), outer * g, [&](int64_t ok) {
       const int64_t o = ok / g, k = ok % g;
       const int64_t from = (o * extent + idx[static_cast<size_t>(k)]) * inner, to = (o * g + k) * inner;
       for (int64_t j = 0; j < inner; ++j) dst.set_bits(to + j, src.bits(from + j));

@@ -9,6 +9,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/error.hpp"
+#include "core/par.hpp"
 
 namespace kv {
 
@@ -70,7 +71,7 @@ namespace {
 template <class F>
 void in_slices(size_t n, F f) {
   const size_t slice = size_t(1) << 22;
-  tbb::parallel_for(size_t(0), (n + slice - 1) / slice, [&](size_t s) { f(s * slice, std::min(slice, n - s * slice)); });
+  par_for(size_t(0), (n + slice - 1) / slice, [&](size_t s) { f(s * slice, std::min(slice, n - s * slice)); });
 }
 
 }  // namespace

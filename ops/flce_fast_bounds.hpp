@@ -18,6 +18,7 @@
 #include "core/contract.hpp"
 #include "ops/op_base.hpp"
 #include "reference/dual_policy.hpp"
+#include "core/par.hpp"
 
 namespace kv::flce_fast {
 
@@ -95,7 +96,7 @@ inline AbsFloat abs_float(const DoubleBuf& in) {
   const int64_t n = static_cast<int64_t>(in.size()), chunk = 1 << 16;
   const int64_t nch = (n + chunk - 1) / chunk;
   std::vector<double> lo(static_cast<size_t>(nch), kInf), hi(static_cast<size_t>(nch), 0), fin(static_cast<size_t>(nch), 0);
-  tbb::parallel_for(int64_t(0), nch, [&](int64_t c) {
+  par_for(int64_t(0), nch, [&](int64_t c) {
     for (int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
       const double v = std::fabs(in[i]);
       r.a[i] = f_up(v);
@@ -121,7 +122,7 @@ inline double finite_max(const double* v, int64_t n) {
 template <class F>
 void tiles(int64_t ni, int64_t nj, int64_t ti, int64_t tj, F&& f) {
   const int64_t bi = (ni + ti - 1) / ti, bj = (nj + tj - 1) / tj;
-  tbb::parallel_for(int64_t(0), bi * bj, [&](int64_t t) {
+  par_for(int64_t(0), bi * bj, [&](int64_t t) {
     const int64_t i0 = (t / bj) * ti, j0 = (t % bj) * tj;
     f(i0, std::min(ni, i0 + ti), j0, std::min(nj, j0 + tj));
   });

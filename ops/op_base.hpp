@@ -20,6 +20,7 @@
 #include "reference/dual_policy.hpp"
 #include "reference/mpfi_policy.hpp"
 #include "reference/policy.hpp"
+#include "core/par.hpp"
 
 namespace kv {
 
@@ -49,7 +50,7 @@ void par_rows(int64_t n, bool parallel, F&& f) {
     for (int64_t r = 0; r < n; ++r) f(r);
     return;
   }
-  tbb::parallel_for(int64_t(0), n, [&](int64_t r) { f(r); });
+  par_for(int64_t(0), n, [&](int64_t r) { f(r); });
 }
 
 /// Rows per chunk of a column reduction (dW, dB, FLCE's grad W).

@@ -23,6 +23,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/par.hpp"
 #include "reference/rms_norm_fast_elems.hpp"
 
 // The per-row code, once per instruction set.
@@ -105,7 +106,7 @@ void fwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, co
   const int64_t n_pad = padded(q.n);
   const Cols cols(wp, n_pad);
   const bool vec = p.in.d == A;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, q.rows), [&](const tbb::blocked_range<int64_t>& rr) {
+  par_for(tbb::blocked_range<int64_t>(0, q.rows), [&](const tbb::blocked_range<int64_t>& rr) {
     std::vector<double> x(static_cast<size_t>(n_pad), 0.0);
     for (int64_t r = rr.begin(); r < rr.end(); ++r) {
       d.x_row(r, x.data());
@@ -139,7 +140,7 @@ void bwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, co
   std::vector<FastDualPolicy::Sum> total(static_cast<size_t>(n));
   for (int64_t w0 = 0; w0 < nchunks; w0 += wave) {
     const int64_t w1 = std::min(nchunks, w0 + wave);
-    tbb::parallel_for(w0, w1, [&](int64_t c) {
+    par_for(w0, w1, [&](int64_t c) {
       ColSums& sums = part[c - w0];
       sums.reset(n_pad);
       BwdBufs b(n_pad);
@@ -153,7 +154,7 @@ void bwd_all(const FastDualPolicy& p, const RmsParams& q, const RmsSource& d, co
         bwd_row(p, q, r - row0, d.rstd[r], wp, cols, vec, b, sums, out);
       }
     });
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& jr) {
+    par_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& jr) {
       for (int64_t j = jr.begin(); j < jr.end(); ++j)
         for (int64_t c = w0; c < w1; ++c) total[j].merge(part[c - w0].column(j));
     });
