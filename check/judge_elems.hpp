@@ -170,11 +170,6 @@ inline void count_verdict(bool ok, bool unverifiable, const Admissible& a, bool 
   }
 }
 
-/// The share of its admissible half-width an output's own value uses before its final
-/// rounding: the distance from v to the near edge of o's rounding interval over the
-/// continuous bound on that side. 0 for the correctly rounded value, above 1 only outside the
-/// set. Unlike the ratio (which reads 1 for a correctly rounded value whose set holds one
-/// float), it tells how much of the contract's room the kernel's arithmetic takes.
 /// std::nextafter(o, v) for o != v, neither NaN, without the library call.
 [[gnu::always_inline]] inline double next_toward(double o, double v) {
   if (o == 0) return v > 0 ? 0x1p-1074 : -0x1p-1074;
@@ -186,6 +181,11 @@ inline void count_verdict(bool ok, bool unverifiable, const Admissible& a, bool 
   return r;
 }
 
+/// The share of its admissible half-width an output's own value uses before its final
+/// rounding: the distance from v to the near edge of o's rounding interval over the
+/// continuous bound on that side. 0 for the correctly rounded value, above 1 only outside the
+/// set. Unlike the ratio (which reads 1 for a correctly rounded value whose set holds one
+/// float), it tells how much of the contract's room the kernel's arithmetic takes.
 inline double used_share(DType dt, double o, double v, const Admissible& a) {
   if (o == v) return 0;
   const double half_gap = ulp(dt, next_toward(o, v)) / 2;

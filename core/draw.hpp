@@ -103,7 +103,7 @@ KV_HD inline double normal_from_uniform(double p) {
          (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
 }
 
-/// The distributions (core/inputs.hpp's ValueDist, in its order).
+/// The distributions (core/inputs.hpp's ValueDist).
 enum class Dist : int { normal, uniform, tiny, large, mean_shift, wide, big_mean, zeros, const_rows, subnormal,
                         near_overflow, nan_inject, inf_inject };
 

@@ -33,15 +33,6 @@ std::optional<DType> parse_dtype(std::string_view s) {
 
 
 
-uint32_t canonical_nan_bits(DType d) {
-  switch (d) {
-    case DType::f32: return 0x7FC00000u;
-    case DType::f16: return 0x7E00u;
-    case DType::bf16: return 0x7FC0u;
-    case DType::i32: return 0;
-  }
-  return 0;
-}
 
 
 bool is_nan_bits(DType d, uint32_t b) {

@@ -120,7 +120,16 @@ inline double round_toward_zero(DType d, double x) {
 /// Bits of a value representable in d (NaN becomes d's canonical quiet NaN).
 uint32_t encode(DType d, double representable);
 double decode(DType d, uint32_t bits);
-uint32_t canonical_nan_bits(DType d);
+/// d's canonical quiet NaN (what encode writes for NaN; the GPU input generator too).
+KV_HD inline uint32_t canonical_nan_bits(DType d) {
+  switch (d) {
+    case DType::f32: return 0x7FC00000u;
+    case DType::f16: return 0x7E00u;
+    case DType::bf16: return 0x7FC0u;
+    case DType::i32: return 0;
+  }
+  return 0;
+}
 /// Bits written over outputs before a run: a negative NaN with a full payload, which
 /// arithmetic never produces, so an element still holding it was not written.
 inline uint32_t poison_bits(DType d) { return dtype_size(d) == 4 ? 0xFFFFFFFFu : 0xFFFFu; }

@@ -37,8 +37,6 @@ void unravel(int64_t linear, const std::vector<int64_t>& shape, std::vector<int6
 namespace {
 
 using Dist = ValueDist;
-static_assert(static_cast<int>(ValueDist::inf_inject) == static_cast<int>(gen::Dist::inf_inject) &&
-              static_cast<int>(ValueDist::subnormal) == static_cast<int>(gen::Dist::subnormal));
 
 Dist parse_dist(const std::string& dist) {
   static const std::vector<std::pair<std::string, Dist>> names = {
@@ -57,7 +55,7 @@ Dist parse_dist(const std::string& dist) {
 ValueDrawer::ValueDrawer(const std::string& dist, DType dt, uint64_t seed, const std::string& tensor, double shift,
                          double scale) {
   const PhiloxKey key = philox_key(seed, tensor), row = philox_key(seed, tensor + "/row");
-  spec_ = {static_cast<gen::Dist>(parse_dist(dist)), dt, key.k0, key.k1, row.k0, row.k1, shift, scale};
+  spec_ = {parse_dist(dist), dt, key.k0, key.k1, row.k0, row.k1, shift, scale};
 }
 
 double ValueDrawer::value(const std::vector<int64_t>& coords, std::vector<int64_t>& scratch) const {
@@ -71,7 +69,7 @@ double draw(const std::string& dist, uint64_t seed, const std::string& tensor, c
       d == Dist::inf_inject)
     throw UsageError("value distribution '" + dist + "' has no base sample (ValueDrawer draws it)");
   const PhiloxKey k = philox_key(seed, tensor);
-  return gen::base_sample(static_cast<gen::Dist>(d), k.k0, k.k1, coords.data(), static_cast<int>(coords.size()));
+  return gen::base_sample(d, k.k0, k.k1, coords.data(), static_cast<int>(coords.size()));
 }
 
 namespace {

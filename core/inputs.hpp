@@ -21,8 +21,7 @@ const std::vector<std::string>& known_dists();
 /// Draws a base sample for `dist` at one element; value = shift + scale * sample.
 double draw(const std::string& dist, uint64_t seed, const std::string& tensor, const std::vector<int64_t>& coords);
 
-enum class ValueDist { normal, uniform, tiny, large, mean_shift, wide, big_mean, zeros, const_rows, subnormal,
-                       near_overflow, nan_inject, inf_inject };
+using ValueDist = gen::Dist;  // core/draw.hpp, shared with the GPU generator
 
 /// One tensor's draws with the distribution, the Philox keys and the affine map resolved
 /// once (what fill_tensor stores before rounding): shift + scale * draw(...) for most

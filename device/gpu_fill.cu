@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "device/cuda_check.hpp"
+#include "device/cuda_device.hpp"
 #include "device/gpu_fill.hpp"
 
 namespace kv {
@@ -24,7 +25,7 @@ struct Shape {
 
 /// The bits of r, a value representable in dt (or NaN), as core/dtype.cpp's encode.
 __device__ uint32_t bits_of(DType dt, double r) {
-  if (r != r) return dt == DType::f32 ? 0x7FC00000u : dt == DType::f16 ? 0x7E00u : 0x7FC0u;
+  if (r != r) return canonical_nan_bits(dt);
   const float f = __double2float_rn(r);  // exact: r is representable in dt, so in float
   if (dt == DType::f32) return __float_as_uint(f);
   if (dt == DType::bf16) return __float_as_uint(f) >> 16;
@@ -50,11 +51,7 @@ __global__ void fill_kernel(gen::Spec s, Shape sh, int64_t n, void* out) {
 bool have_gpu() {
   static std::once_flag once;
   static bool ok = false;
-  std::call_once(once, [] {
-    int n = 0;
-    ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-    cudaGetLastError();  // a failed probe leaves no error behind
-  });
+  std::call_once(once, [] { ok = cuda_device_count() > 0; });
   return ok;
 }
 
